@@ -1,0 +1,23 @@
+"""hlotrace: record eager NumPy-backed programs, lower them to StableHLO, run them via PJRT.
+
+>>> import hlotrace as ht
+>>> from hlotrace.jit import xla_trace
+>>> @xla_trace
+... def f(x):
+...     return (x * 2).sum()
+"""
+
+from hlotrace import dtypes
+from hlotrace.errors import BackendError, HlotraceError, LoweringError, OpError, TraceError
+from hlotrace.tensor import Tensor, tensor
+from hlotrace import functional  # noqa: E402,I001  (after Tensor: it builds on it)
+from hlotrace.jit import xla_trace
+
+F = functional
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendError", "F", "HlotraceError", "LoweringError", "OpError", "Tensor", "TraceError",
+    "dtypes", "functional", "tensor", "xla_trace",
+]

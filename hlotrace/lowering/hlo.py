@@ -1,0 +1,115 @@
+"""Small StableHLO builder helpers shared by the lowering rules.
+
+They must be called inside the builder's context, insertion point and location (the
+builder sets all three before calling a rule), and take avals rather than reading MLIR
+types back, so that rules stay short.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlotrace import dtypes as dt
+from hlotrace.ops.registry import Aval
+from hlotrace.runtime.jaxlib_compat import dense_elements, ir, stablehlo
+
+
+def element_type(dtype: np.dtype) -> ir.Type:
+    dtype = np.dtype(dtype)
+    if dtype == dt.float32:
+        return ir.F32Type.get()
+    if dtype == dt.float16:
+        return ir.F16Type.get()
+    if dtype == dt.bfloat16:
+        return ir.BF16Type.get()
+    if dtype == dt.int32:
+        return ir.IntegerType.get_signless(32)
+    if dtype == dt.bool_:
+        return ir.IntegerType.get_signless(1)
+    raise TypeError(f"no MLIR element type for {dtype}")
+
+
+def tensor_type(shape, dtype) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get(list(shape), element_type(dtype))
+
+
+def aval_type(aval: Aval) -> ir.RankedTensorType:
+    return tensor_type(aval.shape, aval.dtype)
+
+
+def constant(value, dtype, shape=()) -> ir.Value:
+    """A constant tensor of ``shape`` filled from ``value`` (scalar or array)."""
+    array = np.asarray(value, dtype=dtype)
+    if array.shape != tuple(shape):
+        array = np.broadcast_to(array, shape)
+    flat = array.reshape(-1)
+    if flat.size > 1 and bool(np.all(flat == flat[0])):
+        # Splat: store one element and broadcast it, so large fills stay small in the module.
+        scalar = flat[:1].reshape(())
+        small = stablehlo.ConstantOp(dense_elements(scalar, element_type(dtype), tensor_type((), dtype))).result
+        return broadcast_in_dim(small, (), shape, ())
+    attr = dense_elements(np.ascontiguousarray(array), element_type(dtype), tensor_type(array.shape, dtype))
+    return stablehlo.ConstantOp(attr).result
+
+
+def convert(value: ir.Value, aval: Aval, dtype) -> ir.Value:
+    """Convert ``value`` (of ``aval``) to ``dtype``; no-op when it already has it.
+
+    Conversions to bool follow NumPy: ``x != 0`` (so NaN becomes True).
+    """
+    dtype = np.dtype(dtype)
+    if aval.dtype == dtype:
+        return value
+    if dtype == dt.bool_:
+        zero = constant(0, aval.dtype, aval.shape)
+        return compare(value, zero, "NE", aval.dtype)
+    return stablehlo.ConvertOp(tensor_type(aval.shape, dtype), value).result
+
+
+def broadcast_in_dim(value: ir.Value, shape, target_shape, dims) -> ir.Value:
+    dtype_type = ir.RankedTensorType(value.type).element_type
+    result_type = ir.RankedTensorType.get(list(target_shape), dtype_type)
+    return stablehlo.BroadcastInDimOp(result_type, value, list(dims)).result
+
+
+def broadcast_to(value: ir.Value, aval: Aval, target_shape) -> ir.Value:
+    """NumPy-style broadcast of ``value`` (of ``aval``) to ``target_shape``."""
+    target_shape = tuple(target_shape)
+    if aval.shape == target_shape:
+        return value
+    offset = len(target_shape) - len(aval.shape)
+    # Size-1 dims that must stretch are reshaped away first: broadcast_in_dim only maps
+    # dims that either match or are 1, which is exactly NumPy's rule, so keep them.
+    dims = list(range(offset, len(target_shape)))
+    return broadcast_in_dim(value, aval.shape, target_shape, dims)
+
+
+def to_aval(value: ir.Value, aval: Aval, target: Aval) -> ir.Value:
+    """Convert then broadcast ``value`` from ``aval`` to ``target``'s dtype and shape."""
+    value = convert(value, aval, target.dtype)
+    return broadcast_to(value, Aval(aval.shape, target.dtype), target.shape)
+
+
+def compare(lhs: ir.Value, rhs: ir.Value, direction: str, dtype) -> ir.Value:
+    """``stablehlo.compare`` with IEEE semantics for floats (NaN != NaN is true)."""
+    dtype = np.dtype(dtype)
+    if dtype in dt.FLOATING:
+        kind = "FLOAT"
+    elif dtype == dt.bool_:
+        kind = "UNSIGNED"
+    else:
+        kind = "SIGNED"
+    return stablehlo.CompareOp(
+        lhs,
+        rhs,
+        stablehlo.ComparisonDirectionAttr.get(direction),
+        compare_type=stablehlo.ComparisonTypeAttr.get(kind),
+    ).result
+
+
+def select(pred: ir.Value, on_true: ir.Value, on_false: ir.Value) -> ir.Value:
+    return stablehlo.SelectOp(pred, on_true, on_false).result
+
+
+def reshape(value: ir.Value, shape, dtype) -> ir.Value:
+    return stablehlo.ReshapeOp(tensor_type(shape, dtype), value).result

@@ -1,0 +1,132 @@
+"""Runtime: choose a PJRT client, compile StableHLO, execute with buffers kept on device.
+
+``HLOTRACE_PLATFORM=cpu|cuda`` forces a platform; by default CUDA is used when its PJRT
+plugin and a GPU are present, else the CPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hlotrace.errors import BackendError
+
+_PLATFORM_ENV = "HLOTRACE_PLATFORM"
+_client_cache: dict[str, object] = {}
+
+
+def _load_client(platform: str):
+    from hlotrace.runtime import jaxlib_compat
+
+    if platform not in _client_cache:
+        _client_cache[platform] = jaxlib_compat.get_client(platform)
+    return _client_cache[platform]
+
+
+def client(platform: str | None = None):
+    """The PJRT client: ``platform`` or $HLOTRACE_PLATFORM, else CUDA if present, else CPU."""
+    requested = platform or os.environ.get(_PLATFORM_ENV, "").strip().lower() or None
+    if requested is not None:
+        if requested == "gpu":
+            requested = "cuda"
+        if requested not in ("cpu", "cuda"):
+            raise BackendError(f"{_PLATFORM_ENV}={requested!r}: expected 'cpu' or 'cuda'")
+        try:
+            return _load_client(requested)
+        except RuntimeError as exc:
+            raise BackendError(f"PJRT platform {requested!r} is not available here: {exc}") from None
+    try:
+        return _load_client("cuda")
+    except RuntimeError:
+        return _load_client("cpu")
+
+
+def default_device(platform: str | None = None):
+    from hlotrace.runtime import jaxlib_compat
+
+    return jaxlib_compat.client_devices(client(platform))[0]
+
+
+def platform_name(platform: str | None = None) -> str:
+    from hlotrace.runtime import jaxlib_compat
+
+    return jaxlib_compat.client_platform(client(platform))
+
+
+@dataclass
+class Executable:
+    """A compiled module bound to one device, with its fast per-call path.
+
+    ``run(buffers)`` takes device buffers in the module's argument order and returns the
+    output buffers (still on the device).
+    """
+
+    loaded: object
+    device: object
+    in_avals: list
+    out_avals: list
+    compile_seconds: float
+    run: object = field(repr=False, default=None)
+    _puts: list = field(repr=False, default_factory=list)
+
+    def to_device(self, index: int, array: np.ndarray):
+        """Copy argument ``index``'s host array to this executable's device."""
+        return self._puts[index](array)
+
+    def hlo_text(self) -> str:
+        from hlotrace.runtime import jaxlib_compat
+
+        return jaxlib_compat.compiled_hlo_text(self.loaded)
+
+    def memory_stats(self):
+        from hlotrace.runtime import jaxlib_compat
+
+        return jaxlib_compat.compiled_memory_stats(self.loaded)
+
+    def cost_analysis(self) -> dict:
+        from hlotrace.runtime import jaxlib_compat
+
+        return jaxlib_compat.cost_analysis(self.loaded)
+
+
+_compile_cache: dict[tuple, Executable] = {}
+
+
+def module_fingerprint(module_text: str) -> str:
+    return hashlib.sha256(module_text.encode()).hexdigest()
+
+
+def compile(module_text: str, in_avals, out_avals, *, platform: str | None = None,
+            disabled_xla_passes: tuple[str, ...] = ()) -> Executable:
+    """Compile StableHLO text (cached by fingerprint, avals, device and options).
+
+    >>> exe = compile(text, [Aval((4,), f32)], [Aval((4,), f32)])
+    >>> exe.run([exe.to_device(0, np.ones(4, np.float32))])
+    """
+    from hlotrace.runtime import jaxlib_compat
+
+    device = default_device(platform)
+    key = (module_fingerprint(module_text), tuple(in_avals), tuple(out_avals), str(device), disabled_xla_passes)
+    cached = _compile_cache.get(key)
+    if cached is not None:
+        return cached
+    start = time.perf_counter()
+    try:
+        loaded = jaxlib_compat.compile_module(client(platform), module_text, device, disabled_xla_passes)
+    except Exception as exc:  # XLA reports compile failures as plain RuntimeError/XlaRuntimeError
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BackendError(f"XLA failed to compile the module: {first}") from exc
+    seconds = time.perf_counter() - start
+    exe = Executable(loaded, device, list(in_avals), list(out_avals), seconds)
+    exe.run = jaxlib_compat.make_executor(loaded, [(a.shape, a.dtype) for a in out_avals], device)
+    exe._puts = [jaxlib_compat.make_host_to_device(a.shape, a.dtype, device) for a in in_avals]
+    _compile_cache[key] = exe
+    return exe
+
+
+def to_host(buffer) -> np.ndarray:
+    return np.asarray(buffer)

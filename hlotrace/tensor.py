@@ -1,0 +1,298 @@
+"""Tensor: an eager NumPy value, a device buffer, or both.
+
+Every operation on a Tensor goes through :func:`hlotrace.ops.registry.apply`, which runs
+the op's NumPy reference and, while a function is being recorded, appends an OpRecord.
+Outputs of compiled functions hold only a device buffer; ``.numpy()`` copies it to the
+host once and keeps the copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlotrace import dtypes as dt
+from hlotrace.errors import OpError, ShapeDtypeError, TraceError
+from hlotrace.source import user_location
+
+
+class Tensor:
+    """A dense array of one of the supported dtypes (see :mod:`hlotrace.dtypes`).
+
+    Create one with :func:`hlotrace.tensor`::
+
+        x = ht.tensor([[1.0, 2.0]])
+        (x * 2).sum().numpy()   # array(6., dtype=float32)
+    """
+
+    __slots__ = ("_host", "_device", "_origin", "__weakref__")
+    __array_priority__ = 100  # ndarray <op> Tensor defers to Tensor's reflected operators
+
+    def __init__(self):
+        raise TypeError("create tensors with hlotrace.tensor(array_like, dtype=None)")
+
+    @classmethod
+    def _from_array(cls, array: np.ndarray, checked: bool = False) -> Tensor:
+        """Wrap a NumPy array (made read-only so shared copies cannot change)."""
+        if not checked:
+            dtype = dt.canonicalize(array.dtype)
+            if array.dtype != dtype:
+                array = array.astype(dtype)
+        if array.flags.writeable:
+            array.flags.writeable = False
+        self = object.__new__(cls)
+        self._host = array
+        self._device = None
+        self._origin = None
+        return self
+
+    @classmethod
+    def _from_device(cls, buffer) -> Tensor:
+        """Wrap a device buffer produced by the runtime (no host copy yet)."""
+        self = object.__new__(cls)
+        self._host = None
+        self._device = buffer
+        self._origin = None
+        return self
+
+    # -- properties -------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self._host if self._host is not None else self._device).shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return (self._host if self._host is not None else self._device).dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def numpy(self) -> np.ndarray:
+        """The value as a read-only NumPy array (copied from the device once)."""
+        if self._host is None:
+            array = np.asarray(self._device)
+            if array.flags.writeable:
+                array.flags.writeable = False
+            self._host = array
+        return self._host
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.numpy()
+        if dtype is not None:
+            return array.astype(dtype)
+        return array.copy() if copy else array
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        return f"tensor({body}, dtype={self.dtype})"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        _refuse_host_value_while_recording("bool()")
+        if self.size != 1:
+            raise ValueError(
+                f"the truth value of a tensor of shape {self.shape} is ambiguous; use .any()/.all()"
+            )
+        return bool(self.numpy())
+
+    def __float__(self) -> float:
+        _refuse_host_value_while_recording("float()")
+        return float(self.numpy())
+
+    def __int__(self) -> int:
+        _refuse_host_value_while_recording("int()")
+        return int(self.numpy())
+
+    def item(self):
+        _refuse_host_value_while_recording(".item()")
+        return self.numpy().item()
+
+    __hash__ = object.__hash__  # identity, like torch: == is elementwise
+
+    # -- methods that are ops ---------------------------------------------------------
+    def astype(self, dtype) -> Tensor:
+        return F.astype(self, dtype)
+
+    def reshape(self, *shape) -> Tensor:
+        if len(shape) == 1 and isinstance(shape[0], tuple | list):
+            shape = tuple(shape[0])
+        return F.reshape(self, shape)
+
+    def transpose(self, *perm) -> Tensor:
+        if len(perm) == 1 and isinstance(perm[0], tuple | list):
+            perm = tuple(perm[0])
+        return F.transpose(self, perm if perm else None)
+
+    @property
+    def T(self) -> Tensor:
+        return F.transpose(self, None)
+
+    def sum(self, axis=None, keepdims=False) -> Tensor:
+        return F.sum(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False) -> Tensor:
+        return F.max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False) -> Tensor:
+        return F.min(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False) -> Tensor:
+        return F.mean(self, axis=axis, keepdims=keepdims)
+
+    def broadcast_to(self, shape) -> Tensor:
+        return F.broadcast_to(self, shape)
+
+    def expand_dims(self, axis) -> Tensor:
+        return F.expand_dims(self, axis)
+
+    def squeeze(self, axis=None) -> Tensor:
+        return F.squeeze(self, axis)
+
+    def detach(self) -> Tensor:
+        """Identity (no autodiff yet); kept so code written for autodiff frontends runs."""
+        return self
+
+    def __getitem__(self, index) -> Tensor:
+        return F.getitem(self, index)
+
+    # -- Python operators ---------------------------------------------------------------
+    def __add__(self, other):
+        return F.add(self, other)
+
+    def __radd__(self, other):
+        return F.add(other, self)
+
+    def __sub__(self, other):
+        return F.subtract(self, other)
+
+    def __rsub__(self, other):
+        return F.subtract(other, self)
+
+    def __mul__(self, other):
+        return F.multiply(self, other)
+
+    def __rmul__(self, other):
+        return F.multiply(other, self)
+
+    def __truediv__(self, other):
+        return F.divide(self, other)
+
+    def __rtruediv__(self, other):
+        return F.divide(other, self)
+
+    def __pow__(self, other):
+        return F.power(self, other)
+
+    def __rpow__(self, other):
+        return F.power(other, self)
+
+    def __matmul__(self, other):
+        return F.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return F.matmul(other, self)
+
+    def __neg__(self):
+        return F.negative(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return F.abs(self)
+
+    def __eq__(self, other):  # type: ignore[override]
+        return F.equal(self, other)
+
+    def __ne__(self, other):  # type: ignore[override]
+        return F.not_equal(self, other)
+
+    def __lt__(self, other):
+        return F.less(self, other)
+
+    def __le__(self, other):
+        return F.less_equal(self, other)
+
+    def __gt__(self, other):
+        return F.greater(self, other)
+
+    def __ge__(self, other):
+        return F.greater_equal(self, other)
+
+    def __and__(self, other):
+        return F.logical_and(self, _require_bool(other, "&"))
+
+    def __rand__(self, other):
+        return F.logical_and(_require_bool(other, "&"), self)
+
+    def __or__(self, other):
+        return F.logical_or(self, _require_bool(other, "|"))
+
+    def __ror__(self, other):
+        return F.logical_or(_require_bool(other, "|"), self)
+
+    def __invert__(self):
+        _require_bool(self, "~")
+        return F.logical_not(self)
+
+
+def _require_bool(value, operator: str):
+    dtype = value.dtype if isinstance(value, Tensor) else np.asarray(value).dtype
+    if dtype != dt.bool_:
+        loc = user_location(2)
+        raise OpError(
+            f"operator {operator} is defined on bool tensors only (got {dtype}); "
+            f"compare first or use F.logical_*" + (f" (at {loc})" if loc else "")
+        )
+    return value
+
+
+def _refuse_host_value_while_recording(what: str) -> None:
+    from hlotrace.ops.registry import current_recorder
+
+    if current_recorder() is not None:
+        loc = user_location(3)
+        raise TraceError(
+            f"{what} on a tensor while recording would bake a data-dependent value into the "
+            f"trace; compute it with tensor ops instead" + (f" (at {loc})" if loc else "")
+        )
+
+
+def tensor(value, dtype=None) -> Tensor:
+    """Create a Tensor from an array-like, a NumPy array or another Tensor.
+
+    64-bit inputs become 32-bit (``np.float64`` → ``float32``), like JAX without x64.
+
+    >>> tensor([1, 2, 3]).dtype
+    dtype('int32')
+    >>> tensor(np.zeros(3), dtype="bfloat16").dtype
+    dtype(bfloat16)
+    """
+    if isinstance(value, Tensor):
+        value = value.numpy()
+    try:
+        target = dt.canonicalize(dtype if dtype is not None else np.asarray(value).dtype)
+        array = np.array(value, dtype=target, copy=True)
+    except (ShapeDtypeError, ValueError, TypeError) as exc:
+        loc = user_location(2)
+        raise OpError(f"tensor(): cannot make a tensor of {type(value).__name__}: {exc}"
+                      + (f" (at {loc})" if loc else "")) from None
+    result = Tensor._from_array(array, checked=True)
+    result._origin = user_location(2)
+    from hlotrace.ops.registry import current_recorder
+
+    recorder = current_recorder()
+    if recorder is not None:
+        recorder.add_constant(result)
+    return result
+
+
+from hlotrace import functional as F  # noqa: E402  (functional builds on Tensor)

@@ -1,0 +1,274 @@
+"""Trace: the recorded op sequence of one function call, and its (de)serialization.
+
+A Trace is a flat SSA program: ``vars`` (id → shape/dtype), ``inputs`` and ``outputs``
+(var ids), ``constants`` (var id → array) and ``records`` (one :class:`OpRecord` per op
+application, in execution order, each with the user's source location).
+
+File format (schema ``hlotrace.trace``, version 1): a JSON document
+
+    {"schema": "hlotrace.trace", "version": 1, "name": "fused_softmax",
+     "vars": [{"id": 0, "shape": [64, 1000], "dtype": "float32"}, ...],
+     "inputs": [0], "outputs": [5],
+     "constants": [{"id": 3, "value": 2.0} | {"id": 4, "npz_key": "c4"}],
+     "records": [{"op": "max", "attrs": {"axis": [1], "keepdims": true},
+                  "inputs": [0], "outputs": [1],
+                  "location": {"file": "model.py", "line": 12, "function": "f"}}, ...]}
+
+Scalar constants are stored inline; larger ones in a sibling ``.npz`` file whose keys the
+JSON names. Tuples in attributes are written as JSON lists and read back as tuples; NaN and
+infinities use Python's JSON extensions (``NaN``, ``Infinity``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hlotrace import dtypes as dt
+from hlotrace.errors import TraceError
+from hlotrace.ops.registry import _RECORDER, Aval, OpDef
+from hlotrace.source import SourceLocation
+
+SCHEMA = "hlotrace.trace"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Var:
+    id: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def aval(self) -> Aval:
+        return Aval(self.shape, self.dtype)
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One op application: ``outputs = op(*inputs, **attrs)`` at ``location``."""
+
+    op: str
+    attrs: dict[str, Any]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    location: SourceLocation | None = None
+
+
+@dataclass
+class Trace:
+    name: str = "main"
+    vars: dict[int, Var] = field(default_factory=dict)
+    inputs: list[int] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+    constants: dict[int, np.ndarray] = field(default_factory=dict)
+    records: list[OpRecord] = field(default_factory=list)
+
+    def new_var(self, shape, dtype) -> int:
+        var_id = len(self.vars)
+        self.vars[var_id] = Var(var_id, tuple(shape), np.dtype(dtype))
+        return var_id
+
+    def aval(self, var_id: int) -> Aval:
+        return self.vars[var_id].aval
+
+    def __str__(self) -> str:
+        lines = [f"trace {self.name}({', '.join(_var_str(self, v) for v in self.inputs)}):"]
+        for var_id, value in self.constants.items():
+            lines.append(f"  {_var_str(self, var_id)} = constant {_short_value(value)}")
+        for index, rec in enumerate(self.records):
+            outs = ", ".join(_var_str(self, v) for v in rec.outputs)
+            ins = ", ".join(f"%{v}" for v in rec.inputs)
+            attrs = ", ".join(f"{k}={v!r}" for k, v in rec.attrs.items())
+            where = f"  # {rec.location.short()}" if rec.location else ""
+            lines.append(f"  {outs} = {rec.op}({ins}{', ' if attrs and ins else ''}{attrs}){where}   [{index}]")
+        lines.append(f"  return {', '.join(f'%{v}' for v in self.outputs)}")
+        return "\n".join(lines)
+
+    # -- serialization ------------------------------------------------------------------
+    def to_json(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """Return (JSON document, arrays for the .npz file)."""
+        arrays: dict[str, np.ndarray] = {}
+        constants = []
+        for var_id, value in self.constants.items():
+            if value.ndim == 0:
+                constants.append({"id": var_id, "value": value.item()})
+            else:
+                key = f"c{var_id}"
+                # bfloat16 is not a NumPy dtype npz can name; store its bits.
+                arrays[key] = value.view(np.uint16) if value.dtype == dt.bfloat16 else value
+                constants.append({"id": var_id, "npz_key": key})
+        doc = {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "name": self.name,
+            "vars": [{"id": v.id, "shape": list(v.shape), "dtype": str(v.dtype)} for v in self.vars.values()],
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
+            "constants": constants,
+            "records": [
+                {
+                    "op": r.op,
+                    "attrs": _attrs_to_json(r.attrs),
+                    "inputs": list(r.inputs),
+                    "outputs": list(r.outputs),
+                    "location": r.location._asdict() if r.location else None,
+                }
+                for r in self.records
+            ],
+        }
+        return doc, arrays
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write ``path`` (JSON) and, if there are non-scalar constants, ``path`` + ``.npz``."""
+        doc, arrays = self.to_json()
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1)
+        if arrays:
+            with open(f"{os.fspath(path)}.npz", "wb") as f:
+                np.savez(f, **arrays)
+
+    @classmethod
+    def from_json(cls, doc: dict, arrays: dict[str, np.ndarray] | None = None) -> Trace:
+        if doc.get("schema") != SCHEMA:
+            raise TraceError(f"not an hlotrace trace (schema {doc.get('schema')!r}, expected {SCHEMA!r})")
+        if doc.get("version") != SCHEMA_VERSION:
+            raise TraceError(f"trace schema version {doc.get('version')} is not supported (this hlotrace reads {SCHEMA_VERSION})")
+        trace = cls(name=doc["name"])
+        for v in doc["vars"]:
+            trace.vars[v["id"]] = Var(v["id"], tuple(v["shape"]), dt.canonicalize(v["dtype"]))
+        trace.inputs = list(doc["inputs"])
+        trace.outputs = list(doc["outputs"])
+        for c in doc["constants"]:
+            var = trace.vars[c["id"]]
+            if "value" in c:
+                value = np.asarray(c["value"], dtype=var.dtype)
+            else:
+                if arrays is None or c["npz_key"] not in arrays:
+                    raise TraceError(f"constant %{c['id']} is stored in the .npz file, which is missing")
+                value = np.asarray(arrays[c["npz_key"]])
+                if var.dtype == dt.bfloat16:
+                    value = value.view(dt.bfloat16)
+            trace.constants[c["id"]] = value
+        for r in doc["records"]:
+            loc = r.get("location")
+            trace.records.append(
+                OpRecord(
+                    op=r["op"],
+                    attrs=_attrs_from_json(r["attrs"]),
+                    inputs=tuple(r["inputs"]),
+                    outputs=tuple(r["outputs"]),
+                    location=SourceLocation(**loc) if loc else None,
+                )
+            )
+        return trace
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Trace:
+        """Read a trace written by :meth:`save`."""
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise TraceError(f"cannot read trace {os.fspath(path)!r}: {exc}") from None
+        npz = f"{os.fspath(path)}.npz"
+        arrays = None
+        if os.path.exists(npz):
+            with np.load(npz) as data:
+                arrays = {k: data[k] for k in data.files}
+        return cls.from_json(doc, arrays)
+
+
+def _attrs_to_json(value):
+    if isinstance(value, dict):
+        return {k: _attrs_to_json(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_attrs_to_json(v) for v in value]
+    if isinstance(value, np.dtype):
+        return {"dtype": str(value)}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _attrs_from_json(value):
+    if isinstance(value, dict):
+        if set(value) == {"dtype"}:
+            return dt.canonicalize(value["dtype"])
+        return {k: _attrs_from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return tuple(_attrs_from_json(v) for v in value)
+    return value
+
+
+def _var_str(trace: Trace, var_id: int) -> str:
+    return f"%{var_id}:{trace.vars[var_id].aval}"
+
+
+def _short_value(value: np.ndarray) -> str:
+    return repr(value.item()) if value.ndim == 0 else f"<{value.shape} array>"
+
+
+class Recorder:
+    """Records op applications into a Trace while active (``with recorder: ...``).
+
+    Tensors are identified by object identity; the recorder keeps every tensor it has seen
+    alive until it is closed so that ids are never reused during a recording.
+    """
+
+    def __init__(self, name: str = "main", capture_as_const: bool = False):
+        self.trace = Trace(name=name)
+        self.capture_as_const = capture_as_const
+        self._var_of: dict[int, int] = {}
+        self._alive: list = []
+        self._token = None
+
+    def __enter__(self) -> Recorder:
+        if _RECORDER.get() is not None:
+            raise TraceError("nested recording is not supported: a traced function called another while recording")
+        self._token = _RECORDER.set(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _RECORDER.reset(self._token)
+        self._token = None
+
+    def _bind(self, tensor, var_id: int) -> int:
+        self._var_of[id(tensor)] = var_id
+        self._alive.append(tensor)
+        return var_id
+
+    def add_input(self, tensor) -> int:
+        return self._bind(tensor, self.trace.new_var(tensor.shape, tensor.dtype))
+
+    def add_constant(self, tensor) -> int:
+        var_id = self.trace.new_var(tensor.shape, tensor.dtype)
+        self.trace.constants[var_id] = tensor.numpy()
+        return self._bind(tensor, var_id)
+
+    def var_of(self, tensor, used_by: str, location: SourceLocation | None) -> int:
+        """Var id of ``tensor``; a tensor from outside the recording is captured or refused."""
+        var_id = self._var_of.get(id(tensor))
+        if var_id is not None:
+            return var_id
+        if self.capture_as_const:
+            return self.add_constant(tensor)
+        origin = f"created at {tensor._origin}" if tensor._origin else "created outside the traced function"
+        where = f" at {location}" if location else ""
+        raise TraceError(
+            f"{used_by}{where} uses a tensor of shape {tensor.shape} and dtype {tensor.dtype} that is not an "
+            f"input of the traced function ({origin}). Pass it as an argument, or decorate with "
+            f"xla_trace(capture_as_const=True) to bake its current value into the compiled program."
+        )
+
+    def record(self, op: OpDef, attrs: dict, inputs, outputs, location) -> None:
+        in_ids = tuple(self.var_of(t, f"op {op.name}", location) for t in inputs)
+        out_ids = tuple(self._bind(t, self.trace.new_var(t.shape, t.dtype)) for t in (outputs,))
+        self.trace.records.append(OpRecord(op.name, dict(attrs), in_ids, out_ids, location))
+
+    def set_outputs(self, tensors) -> None:
+        self.trace.outputs = [self.var_of(t, "the function's return value", None) for t in tensors]

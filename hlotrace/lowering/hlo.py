@@ -38,17 +38,14 @@ def aval_type(aval: Aval) -> ir.RankedTensorType:
 
 
 def constant(value, dtype, shape=()) -> ir.Value:
-    """A constant tensor of ``shape`` filled from ``value`` (scalar or array)."""
+    """A constant tensor of ``shape`` filled from ``value`` (a scalar or an array of that shape).
+
+    Uniform values are stored as splats, so a large fill costs one element in the module.
+    """
     array = np.asarray(value, dtype=dtype)
     if array.shape != tuple(shape):
         array = np.broadcast_to(array, shape)
-    flat = array.reshape(-1)
-    if flat.size > 1 and bool(np.all(flat == flat[0])):
-        # Splat: store one element and broadcast it, so large fills stay small in the module.
-        scalar = flat[:1].reshape(())
-        small = stablehlo.ConstantOp(dense_elements(scalar, element_type(dtype), tensor_type((), dtype))).result
-        return broadcast_in_dim(small, (), shape, ())
-    attr = dense_elements(np.ascontiguousarray(array), element_type(dtype), tensor_type(array.shape, dtype))
+    attr = dense_elements(array, element_type(dtype), tensor_type(shape, dtype))
     return stablehlo.ConstantOp(attr).result
 
 
@@ -63,6 +60,10 @@ def convert(value: ir.Value, aval: Aval, dtype) -> ir.Value:
     if dtype == dt.bool_:
         zero = constant(0, aval.dtype, aval.shape)
         return compare(value, zero, "NE", aval.dtype)
+    if aval.dtype == dt.bool_ and dtype in dt.FLOATING:
+        # Not stablehlo.convert: XLA's simplifier rewrites convert(pred) / 0 into
+        # select(pred, inf, 0), which gives 0 for False / False instead of NaN.
+        return select(value, constant(1, dtype, aval.shape), constant(0, dtype, aval.shape))
     return stablehlo.ConvertOp(tensor_type(aval.shape, dtype), value).result
 
 

@@ -67,17 +67,29 @@ def run_mlir_pipeline(module: ir.Module, pipeline: str) -> None:
 
 
 def dense_elements(array: np.ndarray, element_type: ir.Type, shaped_type: ir.Type) -> ir.Attribute:
-    """DenseElementsAttr for any supported dtype (bool and bfloat16 need special packing)."""
-    if array.dtype == np.bool_:
-        packed = np.packbits(np.ascontiguousarray(array).reshape(-1), bitorder="little")
-        if array.size == 1:  # a single bool is stored as a splat byte of 0x00 / 0xff
-            packed = np.array([0xFF if array.reshape(-1)[0] else 0], np.uint8)
-        return ir.DenseElementsAttr.get(packed, type=element_type, shape=list(array.shape))
+    """DenseElementsAttr of ``array`` (any supported dtype) with type ``shaped_type``.
+
+    Arrays whose elements are all bitwise equal become splats (one stored element), so
+    -0.0 and 0.0 stay distinct. bfloat16 goes in as its uint16 bits.
+    """
+    flat = np.ascontiguousarray(array).reshape(-1)
+    if flat.size:
+        bits = flat.view(f"u{flat.dtype.itemsize}") if flat.dtype != np.bool_ else flat
+        if bool(np.all(bits == bits[0])):
+            return ir.DenseElementsAttr.get_splat(shaped_type, _scalar_attr(flat[0], element_type))
     if array.dtype.name == "bfloat16":
-        return ir.DenseElementsAttr.get(
-            np.ascontiguousarray(array).view(np.uint16), type=element_type, shape=list(array.shape)
-        )
+        return ir.DenseElementsAttr.get(flat.view(np.uint16), type=element_type, shape=list(array.shape))
+    if array.dtype == np.bool_:
+        return ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=element_type, shape=list(array.shape))
     return ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=shaped_type)
+
+
+def _scalar_attr(value, element_type: ir.Type) -> ir.Attribute:
+    if isinstance(value, np.bool_):
+        return ir.BoolAttr.get(bool(value))
+    if np.issubdtype(type(value), np.integer):
+        return ir.IntegerAttr.get(element_type, int(value))
+    return ir.FloatAttr.get(element_type, float(value))
 
 
 def eval_module(module: ir.Module, args: list[np.ndarray]) -> list[np.ndarray]:

@@ -1,0 +1,82 @@
+"""The one tolerance table: compiled results vs eager NumPy references.
+
+Keyed by dtype; ops that need more carry an entry in ``OP_TOLERANCES`` with the reason.
+NaN positions must match exactly, and so must infinities (with sign); everything else
+must satisfy ``|actual - expected| <= atol + rtol * |expected|``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from hlotrace import dtypes as dt
+
+
+class Tolerance(NamedTuple):
+    rtol: float
+    atol: float
+    reason: str = ""
+
+
+EXACT = Tolerance(0.0, 0.0, "integer and bool results are exact")
+
+TOLERANCES: dict[np.dtype, Tolerance] = {
+    dt.bool_: EXACT,
+    dt.int32: EXACT,
+    dt.float32: Tolerance(1e-6, 1e-6, "one or two ulp of float32"),
+    dt.float16: Tolerance(1e-3, 1e-3, "one ulp of float16 is ~1e-3"),
+    dt.bfloat16: Tolerance(1e-2, 1e-2, "one ulp of bfloat16 is ~8e-3"),
+}
+
+_TRANSCENDENTAL = "XLA's polynomial approximations differ from libm by a few ulp"
+
+# (op, dtype) -> Tolerance; dtype None applies to every float dtype not listed.
+OP_TOLERANCES: dict[tuple[str, np.dtype | None], Tolerance] = {
+    ("exp", dt.float32): Tolerance(1e-5, 1e-6, _TRANSCENDENTAL),
+    ("log", dt.float32): Tolerance(1e-5, 1e-6, _TRANSCENDENTAL),
+    ("tanh", dt.float32): Tolerance(1e-5, 1e-6, _TRANSCENDENTAL),
+    ("sin", dt.float32): Tolerance(1e-5, 1e-5, _TRANSCENDENTAL),
+    ("cos", dt.float32): Tolerance(1e-5, 1e-5, _TRANSCENDENTAL),
+    ("rsqrt", dt.float32): Tolerance(1e-5, 1e-6, "XLA's rsqrt may use a refined hardware estimate"),
+    ("power", dt.float32): Tolerance(1e-5, 1e-6, "pow is exp(y*log(x)) in XLA"),
+    ("power", dt.float16): Tolerance(4e-3, 1e-3, "pow is computed in float32 then rounded; libm rounds differently"),
+    ("power", dt.bfloat16): Tolerance(2e-2, 1e-2, "pow is computed in float32 then rounded"),
+}
+
+
+def tolerance_for(op: str, dtype: np.dtype) -> Tolerance:
+    dtype = np.dtype(dtype)
+    return OP_TOLERANCES.get((op, dtype)) or OP_TOLERANCES.get((op, None)) or TOLERANCES[dtype]
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance, what: str = "") -> None:
+    """Raise AssertionError with the first mismatches if ``actual`` is not close to ``expected``."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    prefix = f"{what}: " if what else ""
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        raise AssertionError(
+            f"{prefix}got {actual.dtype}{list(actual.shape)}, expected {expected.dtype}{list(expected.shape)}"
+        )
+    if expected.dtype in (dt.bool_, dt.int32):
+        bad = actual != expected
+    else:
+        a = actual.astype(np.float64)
+        e = expected.astype(np.float64)
+        a_nan, e_nan = np.isnan(a), np.isnan(e)
+        a_inf, e_inf = np.isinf(a), np.isinf(e)
+        finite = ~(a_nan | e_nan | a_inf | e_inf)
+        with np.errstate(invalid="ignore"):
+            close = np.abs(a - e) <= tolerance.atol + tolerance.rtol * np.abs(e)
+        bad = (a_nan != e_nan) | (a_inf != e_inf) | (a_inf & e_inf & (np.sign(a) != np.sign(e))) | (finite & ~close)
+    if np.any(bad):
+        positions = np.argwhere(bad)[:5]
+        details = ", ".join(
+            f"at {tuple(int(i) for i in p)}: got {actual[tuple(p)]!r}, expected {expected[tuple(p)]!r}" for p in positions
+        )
+        raise AssertionError(
+            f"{prefix}{int(np.sum(bad))} of {expected.size} elements differ "
+            f"(rtol={tolerance.rtol}, atol={tolerance.atol}); {details}"
+        )

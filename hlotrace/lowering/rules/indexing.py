@@ -1,0 +1,1 @@
+"""Lowering rules for hlotrace/ops/indexing.py (being written)."""

@@ -1,0 +1,1 @@
+"""Lowering rules for hlotrace/ops/linalg.py (being written)."""

@@ -15,6 +15,7 @@ values) selects the compiled executable, and a new signature records and compile
 from __future__ import annotations
 
 import functools
+import operator
 import os
 from dataclasses import dataclass
 
@@ -48,6 +49,8 @@ def _flatten(obj, leaves: list, key: list) -> None:
         leaves.append(obj)
         key.append(obj.shape)
         key.append(obj.dtype)
+    elif kind is np.ndarray:
+        raise _ArrayArgument
     else:
         try:
             hash(obj)
@@ -57,6 +60,10 @@ def _flatten(obj, leaves: list, key: list) -> None:
                 f"nor a hashable static value; wrap arrays with hlotrace.tensor()"
             ) from None
         key.append((kind, obj))
+
+
+class _ArrayArgument(Exception):
+    """A NumPy array among the arguments: wrap them as Tensors and flatten again."""
 
 
 def _wrap_arrays(obj):
@@ -69,17 +76,6 @@ def _wrap_arrays(obj):
     if kind is dict:
         return {name: _wrap_arrays(value) for name, value in obj.items()}
     return obj
-
-
-def _contains_array(obj) -> bool:
-    kind = type(obj)
-    if kind is np.ndarray:
-        return True
-    if kind is tuple or kind is list:
-        return any(_contains_array(item) for item in obj)
-    if kind is dict:
-        return any(_contains_array(value) for value in obj.values())
-    return False
 
 
 def _output_structure(obj, leaves: list):
@@ -110,8 +106,7 @@ class _OutputSlot:
 def _make_rebuild(template):
     """A function list_of_tensors -> the function's return structure."""
     if isinstance(template, _OutputSlot):
-        index = template.index
-        return lambda outs: outs[index]
+        return operator.itemgetter(template.index)
     kind = type(template)
     if kind is tuple or kind is list:
         parts = [_make_rebuild(item) for item in template]
@@ -134,7 +129,7 @@ class CompiledEntry:
     executable: object  # hlotrace.runtime.Executable
     rebuild: object
 
-    def __call__(self, leaves: list):
+    def __call__(self, leaves):
         exe = self.executable
         buffers = []
         for index, tensor in enumerate(leaves):
@@ -142,8 +137,11 @@ class CompiledEntry:
             if buffer is None:
                 buffer = tensor._device = exe.to_device(index, tensor._host)
             buffers.append(buffer)
-        outputs = [Tensor._from_device(b) for b in exe.run(buffers)]
+        outputs = [_from_device(b) for b in exe.run(buffers)]
         return self.rebuild(outputs)
+
+
+_from_device = Tensor._from_device
 
 
 class TracedFunction:
@@ -154,20 +152,36 @@ class TracedFunction:
         self.capture_as_const = capture_as_const
         self.platform = platform
         self._cache: dict[tuple, CompiledEntry] = {}
+        self._flat_cache: dict[tuple, CompiledEntry] = {}  # same entries, keyed for the hot path
         self._last: CompiledEntry | None = None
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
+        if not kwargs:
+            # Hot path: positional Tensors only. The key is (shape, dtype) per argument,
+            # read straight from the array the Tensor holds.
+            key = []
+            for arg in args:
+                if type(arg) is not Tensor:
+                    break
+                value = arg._host if arg._host is not None else arg._device
+                key.append(value.shape)
+                key.append(value.dtype)
+            else:
+                entry = self._flat_cache.get(tuple(key))
+                if entry is not None:
+                    return entry(args)
         leaves: list = []
-        key: list = []
-        _flatten(args, leaves, key)
-        if kwargs:
-            _flatten(kwargs, leaves, key)
+        key = []
+        try:
+            _flatten(args, leaves, key)
+            if kwargs:
+                _flatten(kwargs, leaves, key)
+        except _ArrayArgument:
+            return self(*_wrap_arrays(args), **_wrap_arrays(kwargs))
         entry = self._cache.get(tuple(key))
         if entry is not None:
             return entry(leaves)
-        if _contains_array((args, kwargs)):
-            return self(*_wrap_arrays(args), **_wrap_arrays(kwargs))
         return self._record_and_compile(tuple(key), args, kwargs, leaves)
 
     def _record_and_compile(self, key, args, kwargs, leaves):
@@ -192,6 +206,8 @@ class TracedFunction:
         executable = runtime.compile(text, lowered.in_avals, lowered.out_avals, platform=self.platform)
         entry = CompiledEntry(trace, lowered, executable, _make_rebuild(template))
         self._cache[key] = entry
+        if not kwargs and all(type(a) is Tensor for a in args):
+            self._flat_cache[tuple(k for leaf in leaves for k in (leaf.shape, leaf.dtype))] = entry
         self._last = entry
         _dump(name, len(self._cache), entry, text)
         return result

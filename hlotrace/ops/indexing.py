@@ -1,1 +1,154 @@
-"""indexing ops (being written)."""
+"""Indexing ops: getitem, NumPy basic indexing (ints, slices, None, Ellipsis).
+
+The raw Python index (slice objects, Ellipsis) is not JSON-friendly and its meaning depends
+on the shape, so ``canonicalize`` resolves it into a tuple with one entry per input dim,
+plus the inserted ones, each one of::
+
+    ("int", i)                      0 <= i < dim
+    ("slice", start, stop, step)    the NumPy slice with the same meaning
+    ("newaxis",)
+
+Slices come from ``slice.indices(dim)`` with two adjustments that keep each entry a valid
+NumPy slice: an empty selection is ``("slice", 0, 0, 1)`` (a negative step can resolve to
+start -1, which NumPy reads as "the last element"), and a negative step that runs through
+index 0 has stop None for the same reason. Canonical indices are accepted again unchanged.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from hlotrace.errors import ShapeDtypeError
+from hlotrace.ops.registry import Aval, OpDef, register_op
+
+FAMILY = "indexing"
+
+_ONLY_BASIC = (
+    "only basic indexing is supported (ints, slices, None, Ellipsis); got {what}. "
+    "Advanced indexing with arrays, lists, bool masks or tensors is not"
+)
+
+
+def slice_length(start: int, stop: int | None, step: int) -> int:
+    """Number of elements a canonical slice selects."""
+    return len(range(start, -1 if stop is None else stop, step))
+
+
+def _describe(entry) -> str:
+    kind = type(entry).__name__
+    return f"{kind} {entry!r}" if isinstance(entry, int | str | np.generic) else f"an object of type {kind}"
+
+
+def _index_int(entry) -> int | None:
+    """``entry`` as an int index, or None if it is not one (bools are masks to NumPy)."""
+    if isinstance(entry, int | np.integer) and not isinstance(entry, bool | np.bool_):
+        return operator.index(entry)
+    return None
+
+
+def _slice_part(value, what: str) -> int | None:
+    if value is None:
+        return None
+    if _index_int(value) is None:
+        raise ShapeDtypeError(f"slice {what} must be an int or None, got {value!r}")
+    return operator.index(value)
+
+
+_NOT_CANONICAL = object()
+
+
+def _from_canonical(entry):
+    """A canonical entry back as the NumPy index item it stands for, else _NOT_CANONICAL."""
+    if not isinstance(entry, tuple) or not entry or not isinstance(entry[0], str):
+        return _NOT_CANONICAL
+    if entry[0] == "int" and len(entry) == 2:
+        return entry[1]
+    if entry[0] == "slice" and len(entry) == 4:
+        return slice(*entry[1:])
+    if entry[0] == "newaxis" and len(entry) == 1:
+        return np.newaxis
+    raise ShapeDtypeError(f"malformed canonical index entry {entry!r}")
+
+
+def _parse(index) -> list:
+    """The index as a list of ints, slices, None and Ellipsis, or a ShapeDtypeError."""
+    entries = list(index) if isinstance(index, tuple) else [index]
+    items = []
+    for entry in entries:
+        canonical = _from_canonical(entry)
+        if canonical is not _NOT_CANONICAL:
+            items.append(canonical)
+        elif entry is None or entry is Ellipsis or isinstance(entry, slice):
+            items.append(entry)
+        elif _index_int(entry) is not None:
+            items.append(_index_int(entry))
+        else:
+            raise ShapeDtypeError(_ONLY_BASIC.format(what=_describe(entry)))
+    return items
+
+
+def _canonical_slice(item: slice, dim: int) -> tuple:
+    start, stop, step = (_slice_part(item.start, "start"), _slice_part(item.stop, "stop"),
+                         _slice_part(item.step, "step"))
+    if step == 0:
+        raise ShapeDtypeError("slice step cannot be zero")
+    start, stop, step = slice(start, stop, step).indices(dim)
+    if len(range(start, stop, step)) == 0:
+        return ("slice", 0, 0, 1)
+    return ("slice", start, None if stop < 0 else stop, step)
+
+
+def _getitem_canonicalize(avals, attrs):
+    (x,) = avals
+    if "index" not in attrs:
+        raise ShapeDtypeError("getitem needs index=")
+    items = _parse(attrs["index"])
+    ellipses = sum(item is Ellipsis for item in items)
+    if ellipses > 1:
+        raise ShapeDtypeError("an index can only have a single Ellipsis ('...')")
+    consumed = sum(item is not None and item is not Ellipsis for item in items)
+    rank = len(x.shape)
+    if consumed > rank:
+        raise ShapeDtypeError(f"too many indices: {consumed} for a tensor of rank {rank}")
+    if not ellipses:
+        items.append(Ellipsis)
+    at = items.index(Ellipsis)
+    items[at:at + 1] = [slice(None)] * (rank - consumed)
+
+    canonical = []
+    dims = iter(enumerate(x.shape))
+    for item in items:
+        if item is None:
+            canonical.append(("newaxis",))
+            continue
+        axis, dim = next(dims)
+        if isinstance(item, slice):
+            canonical.append(_canonical_slice(item, dim))
+        elif -dim <= item < dim:
+            canonical.append(("int", item % dim))
+        else:
+            raise ShapeDtypeError(f"index {item} is out of bounds for axis {axis} with size {dim}")
+    return {"index": tuple(canonical)}
+
+
+def _getitem_infer(x: Aval, *, index) -> Aval:
+    shape = []
+    for entry in index:
+        if entry[0] == "newaxis":
+            shape.append(1)
+        elif entry[0] == "slice":
+            shape.append(slice_length(*entry[1:]))
+    return Aval(tuple(shape), x.dtype)
+
+
+def _getitem_reference(x, *, index):
+    return x[tuple(_from_canonical(entry) for entry in index)]
+
+
+register_op(OpDef(
+    name="getitem", family=FAMILY, reference=_getitem_reference, infer=_getitem_infer,
+    canonicalize=_getitem_canonicalize, sample=lambda s: s.getitem_sample(),
+    doc="basic indexing x[index]: ints, slices (any step), None, Ellipsis",
+))

@@ -1,1 +1,145 @@
-"""reduction ops (being written)."""
+"""Reductions: sum, max, min, mean over ``axis`` (int, tuple or None = all), with ``keepdims``.
+
+NumPy semantics with hlotrace's dtype rules (:mod:`hlotrace.dtypes`):
+
+- ``sum`` of bool/int32 gives int32 and wraps on overflow (NumPy: int64); float sums keep
+  their dtype. ``sum`` over nothing is 0.
+- ``mean`` of bool/int32 gives float32 (NumPy: float64); floats keep their dtype. ``mean``
+  over nothing is NaN.
+- ``max``/``min`` keep the dtype (on bool they are any/all), NaN propagates, and reducing an
+  axis of length 0 is an error, as in NumPy (no identity).
+
+float16/bfloat16 sums and every mean accumulate in float32 and round once at the end (NumPy
+does this for float16 ``mean``; hlotrace does it for ``sum`` too so that accumulation order
+rarely decides the last bit). The lowering rules do the same.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hlotrace import dtypes as dt
+from hlotrace.errors import ShapeDtypeError
+from hlotrace.ops.common import normalize_axes
+from hlotrace.ops.registry import Aval, OpDef, register_op
+
+FAMILY = "reduction"
+
+
+def _canonicalize(avals, attrs):
+    """Store ``axis`` as a sorted tuple of non-negative ints and ``keepdims`` as a bool."""
+    unknown = set(attrs) - {"axis", "keepdims"}
+    if unknown:
+        raise ShapeDtypeError(f"unknown attributes {sorted(unknown)} (reductions take axis= and keepdims=)")
+    keepdims = attrs.get("keepdims", False)
+    if not isinstance(keepdims, bool | np.bool_):
+        raise ShapeDtypeError(f"keepdims must be a bool, got {keepdims!r}")
+    axis = attrs.get("axis")
+    if isinstance(axis, np.integer):
+        axis = int(axis)
+    return {"axis": normalize_axes(axis, len(avals[0].shape)), "keepdims": bool(keepdims)}
+
+
+def reduced_shape(shape, axis, keepdims) -> tuple[int, ...]:
+    """``shape`` with the dims in ``axis`` dropped, or set to 1 when ``keepdims``."""
+    if keepdims:
+        return tuple(1 if i in axis else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axis)
+
+
+def accumulation_dtype(op: str, dtype: np.dtype) -> np.dtype:
+    """The dtype a reduction computes in (shared with the lowering rules)."""
+    if op in ("max", "min"):
+        return dtype
+    if op == "sum" and dtype in (dt.bool_, dt.int32):
+        return dt.int32
+    return dt.float32
+
+
+def _result_dtype(op: str, dtype: np.dtype) -> np.dtype:
+    if op in ("max", "min"):
+        return dtype
+    if dtype in dt.FLOATING:
+        return dtype
+    return dt.int32 if op == "sum" else dt.float32
+
+
+def _infer(op: str):
+    def infer(x: Aval, *, axis, keepdims) -> Aval:
+        if op in ("max", "min"):
+            empty = [a for a in axis if x.shape[a] == 0]
+            if empty:
+                raise ShapeDtypeError(
+                    f"cannot take the {op}imum over axis {empty[0]} of length 0 (it has no identity; "
+                    f"NumPy: zero-size array to reduction operation {op}imum which has no identity)"
+                )
+        return Aval(reduced_shape(x.shape, axis, keepdims), _result_dtype(op, x.dtype))
+
+    return infer
+
+
+def _sum_reference(x, *, axis, keepdims):
+    if x.dtype in (dt.bool_, dt.int32):
+        # int64 cannot overflow here; casting back to int32 wraps like int32 addition.
+        return np.sum(x, axis=axis, dtype=np.int64, keepdims=keepdims)
+    return np.sum(x.astype(dt.float32, copy=False), axis=axis, keepdims=keepdims)
+
+
+def _mean_reference(x, *, axis, keepdims):
+    total = np.sum(x.astype(dt.float32, copy=False), axis=axis, keepdims=keepdims)
+    count = math.prod(x.shape[a] for a in axis)
+    return total / np.float32(count)
+
+
+def _extremum_reference(np_fn):
+    def reference(x, *, axis, keepdims):
+        # float16/bfloat16 via float32 (exact): ml_dtypes' bfloat16 reductions are not
+        # guaranteed to propagate NaN.
+        if x.dtype in dt.FLOATING:
+            x = x.astype(dt.float32, copy=False)
+        return np_fn(x, axis=axis, keepdims=keepdims)
+
+    return reference
+
+
+def _elements(s, op, dtype):
+    if dtype in dt.FLOATING and op in ("sum", "mean"):
+        # Exact partial sums: accumulation order (NumPy pairwise vs XLA's tree) cannot
+        # change the result, so the default tolerance holds and a mismatch is a bug.
+        return s.exact_floats()
+    if dtype == dt.int32:
+        # sum: the full range exercises wraparound; mean: small enough to sum exactly in float32.
+        return s.st.integers(-1000, 1000) if op == "mean" else s.st.integers(-(2**31), 2**31 - 1)
+    return None
+
+
+def _sample(s, op):
+    @s.st.composite
+    def sample(draw):
+        dtype = draw(s.dtypes(s.ALL))
+        shape = draw(s.shapes())
+        axis = draw(s.axis_choice(len(shape)))
+        if op in ("max", "min"):
+            # Empty max/min is an error (tested on its own); keep zero-size dims elsewhere.
+            reduced = normalize_axes(axis, len(shape))
+            shape = tuple(max(d, 1) if i in reduced else d for i, d in enumerate(shape))
+        x = draw(s.arrays(dtype, shape, _elements(s, op, dtype)))
+        return s.OpSample((x,), {"axis": axis, "keepdims": draw(s.st.booleans())})
+
+    return sample()
+
+
+_REFERENCES = {
+    "sum": (_sum_reference, "sum over axis; bool/int32 give int32 (wrapping), float16/bfloat16 accumulate in float32"),
+    "mean": (_mean_reference, "mean over axis, accumulated in float32; bool/int32 give float32; empty gives NaN"),
+    "max": (_extremum_reference(np.max), "maximum over axis (any on bool); NaN propagates; empty axis is an error"),
+    "min": (_extremum_reference(np.min), "minimum over axis (all on bool); NaN propagates; empty axis is an error"),
+}
+
+for _name, (_reference, _doc) in _REFERENCES.items():
+    register_op(OpDef(
+        name=_name, family=FAMILY, reference=_reference, infer=_infer(_name),
+        canonicalize=_canonicalize, sample=lambda s, _n=_name: _sample(s, _n), doc=_doc,
+    ))

@@ -151,8 +151,11 @@ def apply(op: OpDef, *inputs, **attrs):
         raise _op_error(op, f"bad attributes {sorted(attrs)}: {exc}", avals) from None
 
     arrays = [t.numpy() for t in tensors]
-    with np.errstate(all="ignore"):
-        result = op.reference(*arrays, **attrs)
+    try:
+        with np.errstate(all="ignore"):
+            result = op.reference(*arrays, **attrs)
+    except (ValueError, ArithmeticError, IndexError) as exc:  # data-dependent refusals
+        raise _op_error(op, str(exc), avals) from None
     out = _as_output(op, result, out_aval)
 
     recorder = _RECORDER.get()

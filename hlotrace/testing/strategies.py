@@ -149,3 +149,150 @@ def astype_sample(draw):
         elements = None
     x = draw(arrays(source, shape, elements))
     return OpSample((x,), {"dtype": target})
+
+
+# -- shape and indexing ops -------------------------------------------------------------
+
+
+def _maybe_negative(draw, axis, rank):
+    """``axis`` or its negative alias, so canonicalization of both forms is exercised."""
+    return axis - rank if draw(st.booleans()) else axis
+
+
+def _axis_attr(draw, axes):
+    """A tuple of axes, or a bare int when there is one."""
+    return axes[0] if len(axes) == 1 and draw(st.booleans()) else tuple(axes)
+
+
+@st.composite
+def reshape_sample(draw):
+    """A target shape with the same size; sometimes one -1 (also for zero-size inputs)."""
+    dtype, shape = draw(dtypes(ALL)), draw(shapes())
+    size = int(np.prod(shape))
+    rank = draw(st.integers(0 if size == 1 else 1, 4))
+    if size == 0:
+        target = draw(st.lists(st.integers(0, 4), min_size=rank, max_size=rank))
+        if 0 not in target:
+            target[draw(st.integers(0, rank - 1))] = draw(st.sampled_from([0, -1]))
+    else:
+        target = [1] * rank
+        n, p = size, 2
+        while n > 1:  # spread the prime factors of size over the target dims
+            while n % p == 0:
+                target[draw(st.integers(0, rank - 1))] *= p
+                n //= p
+            p += 1
+        if rank and draw(st.booleans()):
+            target[draw(st.integers(0, rank - 1))] = -1
+    return OpSample((draw(arrays(dtype, shape)),), {"shape": tuple(target)})
+
+
+@st.composite
+def transpose_sample(draw):
+    dtype, shape = draw(dtypes(ALL)), draw(shapes())
+    rank = len(shape)
+    if draw(st.integers(0, 4)) == 0:
+        perm = None
+    else:
+        perm = tuple(_maybe_negative(draw, p, rank) for p in draw(st.permutations(range(rank))))
+    return OpSample((draw(arrays(dtype, shape)),), {"perm": perm})
+
+
+@st.composite
+def broadcast_to_sample(draw):
+    """A target shape and an input that is a suffix of it with some dims set to 1."""
+    dtype, target = draw(dtypes(ALL)), draw(shapes())
+    rank = draw(st.integers(0, len(target)))
+    suffix = target[len(target) - rank:]
+    shape = tuple(1 if draw(st.booleans()) else d for d in suffix)
+    return OpSample((draw(arrays(dtype, shape)),), {"shape": tuple(target)})
+
+
+@st.composite
+def expand_dims_sample(draw):
+    dtype, shape = draw(dtypes(ALL)), draw(shapes(max_dims=3))
+    out_rank = len(shape) + draw(st.integers(0, 3))
+    axes = draw(st.permutations(range(out_rank)))[:out_rank - len(shape)]
+    axes = [_maybe_negative(draw, a, out_rank) for a in axes]
+    return OpSample((draw(arrays(dtype, shape)),), {"axis": _axis_attr(draw, axes)})
+
+
+@st.composite
+def squeeze_sample(draw):
+    dtype = draw(dtypes(ALL))
+    shape = tuple(draw(st.lists(st.sampled_from([0, 1, 1, 2, 3]), max_size=4)))
+    ones = [i for i, d in enumerate(shape) if d == 1]
+    if draw(st.booleans()):
+        axis = None
+    else:
+        chosen = draw(st.lists(st.sampled_from(ones), unique=True)) if ones else []
+        axis = _axis_attr(draw, [_maybe_negative(draw, a, len(shape)) for a in chosen])
+    return OpSample((draw(arrays(dtype, shape)),), {"axis": axis})
+
+
+@st.composite
+def concat_sample(draw):
+    """1–4 operands of mixed dtypes that agree on every dim but the (random) axis."""
+    base = list(draw(shapes(min_dims=1)))
+    axis = draw(st.integers(0, len(base) - 1))
+    first = draw(dtypes(ALL))
+    args = []
+    for _ in range(draw(st.integers(1, 4))):
+        base[axis] = draw(st.integers(0, 4))
+        dtype = draw(st.one_of(st.just(first), dtypes(ALL)))
+        args.append(draw(arrays(dtype, tuple(base))))
+    return OpSample(tuple(args), {"axis": _maybe_negative(draw, axis, len(base))})
+
+
+def _basic_index_item(draw, dim):
+    """An int (in bounds, either sign) or a slice with bounds that may lie out of range."""
+    if dim and draw(st.integers(0, 2)) == 0:
+        return draw(st.integers(-dim, dim - 1))
+    bound = st.one_of(st.none(), st.integers(-dim - 3, dim + 3))
+    step = st.one_of(st.none(), st.integers(-4, 4).filter(bool))
+    return slice(draw(bound), draw(bound), draw(step))
+
+
+@st.composite
+def getitem_sample(draw):
+    """A random valid basic index: ints, slices, None and at most one Ellipsis."""
+    dtype, shape = draw(dtypes(ALL)), draw(shapes())
+    rank = len(shape)
+    ellipsis = draw(st.booleans())
+    lead = draw(st.integers(0, rank))
+    tail = draw(st.integers(0, rank - lead)) if ellipsis else 0
+    items = [_basic_index_item(draw, d) for d in shape[:lead]]
+    if ellipsis:
+        items.append(Ellipsis)
+    items += [_basic_index_item(draw, d) for d in shape[rank - tail:]]
+    for _ in range(draw(st.integers(0, 2))):
+        items.insert(draw(st.integers(0, len(items))), None)
+    index = items[0] if len(items) == 1 and draw(st.booleans()) else tuple(items)
+    return OpSample((draw(arrays(dtype, shape)),), {"index": index})
+
+
+def exact_floats(low=-10.0, high=10.0, bits=4, special=True):
+    """Multiples of ``2**-bits`` in [low, high], plus special values if ``special``.
+
+    With the defaults every value fits in 8 significant bits (so in bfloat16 too), and sums
+    and dot products of a few hundred of them are exact in float32: accumulation order
+    cannot change a result, so a mismatch against a reference is a bug, not rounding.
+    """
+    scale = 2**bits
+    finite = st.integers(int(np.ceil(low * scale)), int(np.floor(high * scale))).map(lambda i: i / scale)
+    return st.one_of(finite, st.sampled_from(SPECIAL_FLOATS)) if special else finite
+
+
+def axis_choice(rank):
+    """An ``axis`` attribute for a tensor of ``rank``: None, one int or a tuple of distinct
+    axes, each possibly negative, tuples in any order (the empty tuple included)."""
+
+    def signed(a):
+        return st.sampled_from((a, a - rank))
+
+    if rank == 0:
+        return st.sampled_from((None, ()))
+    single = st.integers(0, rank - 1).flatmap(signed)
+    several = (st.lists(st.integers(0, rank - 1), unique=True, max_size=rank)
+               .flatmap(lambda axes: st.tuples(*(signed(a) for a in axes))))
+    return st.one_of(st.none(), single, several)

@@ -1,1 +1,76 @@
-"""Lowering rules for hlotrace/ops/reduction.py (being written)."""
+"""Lowering rules for hlotrace/ops/reduction.py.
+
+Each reduction is one ``stablehlo.reduce`` over the recorded (normalized) axes, computed in
+:func:`hlotrace.ops.reduction.accumulation_dtype` and converted to the result dtype once;
+``keepdims`` is a reshape of the reduced value.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hlotrace import dtypes as dt
+from hlotrace.lowering import hlo
+from hlotrace.lowering.registry import rule
+from hlotrace.ops.reduction import accumulation_dtype, reduced_shape
+from hlotrace.ops.registry import Aval
+from hlotrace.runtime.jaxlib_compat import ir, stablehlo
+
+
+def reduce(value: ir.Value, aval: Aval, axes, init, combiner) -> ir.Value:
+    """``stablehlo.reduce`` of ``value`` over ``axes`` starting from the scalar ``init``;
+    ``combiner`` is a binary StableHLO op class (AddOp, MaxOp, OrOp, ...)."""
+    scalar = hlo.tensor_type((), aval.dtype)
+    result = hlo.tensor_type(reduced_shape(aval.shape, axes, keepdims=False), aval.dtype)
+    op = stablehlo.ReduceOp([result], [value], [hlo.constant(init, aval.dtype)], list(axes))
+    block = op.body.blocks.append(scalar, scalar)
+    with ir.InsertionPoint(block):
+        stablehlo.ReturnOp([combiner(*block.arguments).result])
+    return op.result
+
+
+def _identity(op_name: str, dtype: np.dtype):
+    """The neutral element of max/min: the far end of the dtype's range."""
+    if dtype == dt.bool_:
+        return op_name == "min"
+    if dtype == dt.int32:
+        info = np.iinfo(np.int32)
+        return info.min if op_name == "max" else info.max
+    return -np.inf if op_name == "max" else np.inf
+
+
+_COMBINERS = {
+    # (numeric combiner, bool combiner)
+    "sum": (stablehlo.AddOp, stablehlo.AddOp),
+    "mean": (stablehlo.AddOp, stablehlo.AddOp),
+    "max": (stablehlo.MaxOp, stablehlo.OrOp),
+    "min": (stablehlo.MinOp, stablehlo.AndOp),
+}
+
+
+def _reduction(op_name: str):
+    numeric, logical = _COMBINERS[op_name]
+
+    def lower(ctx, x, *, axis, keepdims):
+        (x_aval,), out = ctx.in_avals, ctx.out_aval
+        acc = accumulation_dtype(op_name, x_aval.dtype)
+        value = hlo.convert(x, x_aval, acc)
+        init = _identity(op_name, acc) if op_name in ("max", "min") else 0
+        value = reduce(value, Aval(x_aval.shape, acc), axis, init, logical if acc == dt.bool_ else numeric)
+        shape = reduced_shape(x_aval.shape, axis, keepdims=False)
+        if op_name == "mean":
+            # A zero count gives 0/0 = NaN, NumPy's mean of nothing.
+            count = math.prod(x_aval.shape[a] for a in axis)
+            value = stablehlo.DivOp(value, hlo.constant(count, acc, shape)).result
+        value = hlo.convert(value, Aval(shape, acc), out.dtype)
+        if keepdims:
+            value = hlo.reshape(value, out.shape, out.dtype)
+        return value
+
+    return lower
+
+
+for _name in _COMBINERS:
+    rule(_name)(_reduction(_name))

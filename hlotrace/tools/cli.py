@@ -1,0 +1,523 @@
+"""The ``hlotrace`` command-line program.
+
+::
+
+    hlotrace lower model.py:step --input 'f32[64,1000]' --input 'i32[5]'   # StableHLO with loc(...)
+    hlotrace lower model.py:step --input 'f32[8,8]' --compiled            # compiled HLO text
+    hlotrace rules                                                       # op / rule / test coverage
+    hlotrace show step.trace.json --lower                                # a saved trace, lowered
+
+User mistakes (a missing or broken file, an unknown function, a malformed ``--input``, the
+wrong number of inputs, a bad trace file, an hlotrace error while recording or lowering)
+print one line ``hlotrace: error: ...`` on stderr and exit with status 2. ``main`` returns
+the exit status instead of raising ``SystemExit`` (the console script passes it to
+``sys.exit``), so tests can call ``main([...])`` in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import json
+import os
+import re
+import sys
+import traceback
+from collections.abc import Sequence
+
+PROG = "hlotrace"
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+# dtype names accepted in --input specs (aliases map onto the five supported dtypes).
+_DTYPE_ALIASES = {
+    "f32": "float32", "float32": "float32",
+    "f16": "float16", "float16": "float16",
+    "bf16": "bfloat16", "bfloat16": "bfloat16",
+    "i32": "int32", "int32": "int32",
+    "bool": "bool", "pred": "bool", "i1": "bool",
+}
+ACCEPTED_DTYPES = "f32, f16, bf16, i32, bool"
+_SPEC_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*\[([^\[\]]*)\]\s*$")
+
+
+class CliError(Exception):
+    """A user mistake: reported as one ``hlotrace: error:`` line, exit status 2."""
+
+
+# -- argument parsing -----------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse usage errors: usage, then one error line, status 2
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{PROG}: error: {message}\n")
+
+
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+
+_MAIN_DESCRIPTION = """\
+Record NumPy-eager programs, lower them to StableHLO through hlotrace's per-op rule
+registry, compile them with PJRT, and inspect the registries and saved traces."""
+
+_MAIN_EPILOG = """\
+examples:
+  hlotrace lower model.py:forward --input 'f32[64,1000]'
+  hlotrace lower model.py:step --input 'bf16[2,3]' --input 'f32[]' --compiled
+  hlotrace rules --json
+  hlotrace show forward.trace.json --lower
+
+Run 'hlotrace COMMAND --help' for a command's options. User errors print one line
+'hlotrace: error: ...' and exit with status 2."""
+
+_LOWER_DESCRIPTION = f"""\
+Import FILE.py, call FUNC once on random inputs while recording it with
+hlotrace.jit.xla_trace, and print the lowered StableHLO module on stdout: with the
+location of every op (record index, op name and your file:line) unless --no-locations,
+or the compiled HLO with --compiled. FUNC may be a plain function or one already
+decorated with @xla_trace. A summary (op counts, platform) goes to stderr.
+
+Each --input is DTYPE[SHAPE], one per positional argument of FUNC, in order:
+'f32[64,1000]', 'bf16[2,3]', 'i32[5]', 'bool[4,4]', and 'f32[]' for a scalar.
+Accepted dtypes: {ACCEPTED_DTYPES} (also float32, float16, bfloat16, int32, pred).
+Floats are drawn from a standard normal, i32 uniformly from 0..9, bool at random."""
+
+_LOWER_EPILOG = """\
+examples:
+  hlotrace lower model.py:forward --input 'f32[64,1000]'
+  hlotrace lower model.py:attention --input 'bf16[2,8,16]' --input 'bf16[2,8,16]' --no-locations
+  hlotrace lower model.py:step --input 'f32[8,8]' --input 'i32[8]' --seed 1 --compiled
+  hlotrace lower model.py:forward --input 'f32[]' --trace-out forward.trace.json > forward.mlir
+
+Quote the specs: brackets are glob characters in most shells."""
+
+_RULES_DESCRIPTION = """\
+List every registered op (sorted by family, then name) with its family, whether it has a
+lowering rule, whether it has a property test (the generated property tests cover exactly
+the ops that declare a sample strategy) and its doc line. Lowering rules registered for no
+op (stale) are listed on stderr. Exit status 1 if any op lacks a rule or a sample strategy,
+0 otherwise, so CI and scripts can check coverage."""
+
+_RULES_EPILOG = """\
+examples:
+  hlotrace rules
+  hlotrace rules --json | python -c 'import json,sys; print(json.load(sys.stdin)["missing_rules"])'
+  hlotrace rules > /dev/null || echo 'some op lacks a rule or a property test'"""
+
+_SHOW_DESCRIPTION = """\
+Load a trace saved by Trace.save, 'hlotrace lower --trace-out' or HLOTRACE_DUMP_TO (a JSON
+file, plus FILE.npz beside it when it has array constants) and print it: one line per
+recorded op with its inputs, attributes and source line. With --lower, print the StableHLO
+module it lowers to instead."""
+
+_SHOW_EPILOG = """\
+examples:
+  hlotrace show forward.trace.json
+  hlotrace show dumps/forward.1.trace.json --lower
+  hlotrace show forward.trace.json --lower --no-locations"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description=_MAIN_DESCRIPTION, epilog=_MAIN_EPILOG, formatter_class=_FORMATTER)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+
+    lower = sub.add_parser(
+        "lower", help="record a function in a Python file and print its StableHLO (or compiled HLO)",
+        description=_LOWER_DESCRIPTION, epilog=_LOWER_EPILOG, formatter_class=_FORMATTER,
+    )
+    lower.add_argument("target", metavar="FILE.py:FUNC", help="the Python file and the function in it to record")
+    lower.add_argument(
+        "--input", "-i", dest="inputs", action="append", default=[], metavar="DTYPE[SHAPE]",
+        help="type of the next positional argument, e.g. 'f32[64,1000]', 'i32[5]', 'f32[]' (repeat per argument)",
+    )
+    lower.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
+    lower.add_argument("--no-locations", action="store_true", help="print the module without loc(...) annotations")
+    lower.add_argument("--compiled", action="store_true",
+                       help="print the compiled HLO (after XLA's optimizations) instead of StableHLO")
+    lower.add_argument("--trace-out", metavar="PATH", help="also save the recorded trace as JSON (+ PATH.npz)")
+    lower.add_argument("--platform", choices=("cpu", "cuda"),
+                       help="PJRT platform to compile for (default: $HLOTRACE_PLATFORM, else CUDA if present)")
+    lower.set_defaults(handler=_cmd_lower)
+
+    rules = sub.add_parser(
+        "rules", help="list registered ops with their lowering-rule and property-test coverage",
+        description=_RULES_DESCRIPTION, epilog=_RULES_EPILOG, formatter_class=_FORMATTER,
+    )
+    rules.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    rules.set_defaults(handler=_cmd_rules)
+
+    show = sub.add_parser(
+        "show", help="print a saved trace, or the StableHLO it lowers to",
+        description=_SHOW_DESCRIPTION, epilog=_SHOW_EPILOG, formatter_class=_FORMATTER,
+    )
+    show.add_argument("trace_file", metavar="TRACE.json", help="a trace saved by Trace.save / --trace-out")
+    show.add_argument("--lower", action="store_true", help="print the lowered StableHLO module instead of the trace")
+    show.add_argument("--no-locations", action="store_true", help="with --lower: omit loc(...) annotations")
+    show.set_defaults(handler=_cmd_show)
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("hlotrace")
+    except Exception:
+        return "unknown"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the program on ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if getattr(args, "handler", None) is None:
+        parser.print_help(sys.stderr)
+        print(f"{PROG}: error: a command is required (lower, rules or show)", file=sys.stderr)
+        return 2
+    # Keep XLA's C++ INFO logging (PJRT client creation) off stderr unless asked for.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    from hlotrace.errors import HlotraceError
+
+    try:
+        return args.handler(args)
+    except (CliError, HlotraceError) as exc:
+        _error_line(str(exc))
+        return 2
+
+
+def _error_line(message: str) -> None:
+    one_line = " ".join(message.split()) or "unknown error"
+    print(f"{PROG}: error: {one_line}", file=sys.stderr)
+
+
+# -- lower ----------------------------------------------------------------------------------
+
+
+def parse_input_spec(spec: str):
+    """``"f32[64,1000]"`` → ``((64, 1000), dtype('float32'))``; ``"f32[]"`` is a scalar.
+
+    Raises CliError naming the expected form and the accepted dtypes.
+    """
+    from hlotrace import dtypes
+
+    def bad(why: str) -> CliError:
+        return CliError(
+            f"malformed --input {spec!r}: {why}; expected DTYPE[SHAPE] such as 'f32[64,1000]', "
+            f"'i32[5]' or 'f32[]' (scalar), with DTYPE one of {ACCEPTED_DTYPES}"
+        )
+
+    match = _SPEC_RE.match(spec)
+    if match is None:
+        raise bad("not of the form DTYPE[d0,d1,...]")
+    name, dims = match.group(1), match.group(2).strip()
+    canonical = _DTYPE_ALIASES.get(name.lower())
+    if canonical is None:
+        raise bad(f"unknown dtype {name!r}")
+    shape: list[int] = []
+    if dims:
+        for part in dims.split(","):
+            part = part.strip()
+            if not part.isdigit():
+                raise bad(f"dimension {part!r} is not a non-negative integer")
+            shape.append(int(part))
+    return tuple(shape), dtypes.canonicalize(canonical)
+
+
+def random_input(shape: tuple[int, ...], dtype, rng):
+    """Random NumPy array: floats standard normal, int32 in 0..9, bool fair coin flips."""
+    import numpy as np
+
+    from hlotrace import dtypes
+
+    if dtype == dtypes.bool_:
+        return rng.random(shape) < 0.5
+    if dtype == dtypes.int32:
+        return rng.integers(0, 10, size=shape, dtype=np.int32)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _split_target(target: str) -> tuple[str, str]:
+    path, sep, func = target.rpartition(":")
+    if not sep or not path or not func:
+        raise CliError(f"expected FILE.py:FUNC (e.g. model.py:forward), got {target!r}")
+    return path, func
+
+
+def _user_frame(exc: BaseException, user_dir: str) -> traceback.FrameSummary | None:
+    """The innermost traceback frame in the user's directory, or None if hlotrace raised it.
+
+    Frames in third-party packages (NumPy, ...) are skipped: an exception NumPy raises
+    for the user's own call is the user's; one it raises for hlotrace's call is internal.
+    """
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        filename = os.path.abspath(frame.filename)
+        if filename.startswith(_PACKAGE_DIR):
+            return None
+        if "site-packages" in filename or any(filename.startswith(p + os.sep) for p in prefixes):
+            continue
+        if filename.startswith(user_dir + os.sep):
+            return frame
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _import_file(path: str):
+    """Import ``path`` as a module; its directory must already be on sys.path."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    module_name = name if name.isidentifier() else "hlotrace_user_module"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise CliError(f"cannot import {path}: not a Python source file")
+    module = importlib.util.module_from_spec(spec)
+    previous = sys.modules.get(module_name)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:
+        if previous is None:
+            sys.modules.pop(module_name, None)
+        else:
+            sys.modules[module_name] = previous
+        where = ""
+        frame = _user_frame(exc, os.path.dirname(path))
+        if frame is not None and not isinstance(exc, SyntaxError):
+            where = f" (at {frame.filename}:{frame.lineno})"
+        raise CliError(f"cannot import {path}: {_describe(exc)}{where}") from None
+    return module
+
+
+def _callables_in(module) -> list[str]:
+    from hlotrace.jit import TracedFunction
+
+    names = []
+    for attr, value in vars(module).items():
+        if attr.startswith("_"):
+            continue
+        if isinstance(value, TracedFunction) or (
+            callable(value) and getattr(value, "__module__", None) == module.__name__
+        ):
+            names.append(attr)
+    return sorted(names)
+
+
+def _find_function(module, path: str, func_name: str):
+    obj = module
+    for part in func_name.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            break
+    if obj is None or not callable(obj):
+        found = _callables_in(module)
+        what = "not found" if obj is None else f"is not callable (it is a {type(obj).__name__})"
+        have = f"; callables defined there: {', '.join(found)}" if found else "; it defines no functions"
+        raise CliError(f"{func_name!r} {what} in {path}{have}")
+    return obj
+
+
+def _check_arity(fn, func_name: str, inputs: list) -> None:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # builtins and the like: let the call decide
+    try:
+        signature.bind(*inputs)
+    except TypeError as exc:
+        params = [
+            p.name for p in signature.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]
+        raise CliError(
+            f"{func_name}{signature} cannot be called with {len(inputs)} input(s) "
+            f"({exc}); give one --input per positional argument ({len(params)} required: {', '.join(params) or 'none'})"
+        ) from None
+
+
+def _summary(lowered, platform: str, func_name: str, avals: str) -> str:
+    counts = {name: n for name, n in lowered.op_counts().items() if name != "func.return"}
+    total = sum(counts.values())
+    ops = ", ".join(f"{name.removeprefix('stablehlo.')} {n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"{PROG}: {func_name}({avals}): {total} stablehlo ops ({ops or 'none'}); platform {platform}"
+
+
+def _write_stdout(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+def _cmd_lower(args) -> int:
+    path, func_name = _split_target(args.target)
+    specs = [parse_input_spec(spec) for spec in args.inputs]
+    if not os.path.exists(path):
+        raise CliError(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise CliError(f"{path} is a directory, expected a Python file")
+    path = os.path.abspath(path)
+    user_dir = os.path.dirname(path)
+
+    sys.path.insert(0, user_dir)
+    try:
+        module = _import_file(path)
+        obj = _find_function(module, path, func_name)
+        return _lower_function(args, obj, func_name, specs, user_dir)
+    finally:
+        try:
+            sys.path.remove(user_dir)
+        except ValueError:
+            pass
+
+
+def _lower_function(args, obj, func_name: str, specs, user_dir: str) -> int:
+    import numpy as np
+
+    import hlotrace
+    from hlotrace import runtime
+    from hlotrace.errors import HlotraceError
+    from hlotrace.jit import TracedFunction, xla_trace
+    from hlotrace.ops.registry import Aval
+
+    if isinstance(obj, TracedFunction):
+        fn = obj.fn
+        traced = xla_trace(fn, capture_as_const=obj.capture_as_const, platform=args.platform or obj.platform)
+    else:
+        fn = obj
+        traced = xla_trace(fn, platform=args.platform)
+
+    rng = np.random.default_rng(args.seed)
+    inputs = [hlotrace.tensor(random_input(shape, dtype, rng), dtype=dtype) for shape, dtype in specs]
+    _check_arity(fn, func_name, inputs)
+
+    try:
+        traced(*inputs)
+    except HlotraceError:
+        raise
+    except Exception as exc:
+        frame = _user_frame(exc, user_dir)
+        if frame is None:
+            raise  # an internal error: keep the traceback
+        raise CliError(f"{func_name} raised {_describe(exc)} (at {frame.filename}:{frame.lineno})") from None
+
+    if args.trace_out:
+        try:
+            traced.trace.save(args.trace_out)
+        except OSError as exc:
+            raise CliError(f"cannot write trace to {args.trace_out}: {exc.strerror or exc}") from None
+
+    lowered = traced.lowered
+    text = traced.executable.hlo_text() if args.compiled else lowered.text(debug_info=not args.no_locations)
+    _write_stdout(text)
+    avals = ", ".join(str(Aval(shape, dtype)) for shape, dtype in specs)
+    print(_summary(lowered, runtime.platform_name(traced.platform), func_name, avals), file=sys.stderr)
+    return 0
+
+
+# -- rules ----------------------------------------------------------------------------------
+
+
+def rules_report() -> dict:
+    """Coverage of the registries: one entry per op, plus ops missing rules/samples and stale rules."""
+    import hlotrace.lowering.rules  # noqa: F401  (fills RULES)
+    from hlotrace.lowering import RULES
+    from hlotrace.ops import OPS
+
+    ops = []
+    for op in sorted(OPS.values(), key=lambda o: (o.family, o.name)):
+        doc = (op.doc or "").strip().splitlines()
+        ops.append({
+            "op": op.name,
+            "family": op.family,
+            "has_rule": op.name in RULES,
+            "has_property_test": op.sample is not None,
+            "doc": doc[0] if doc else "",
+        })
+    return {
+        "ops": ops,
+        "missing_rules": [o["op"] for o in ops if not o["has_rule"]],
+        "missing_samples": [o["op"] for o in ops if not o["has_property_test"]],
+        "stale_rules": sorted(name for name in RULES if name not in OPS),
+    }
+
+
+def _cmd_rules(args) -> int:
+    report = rules_report()
+    status = 1 if report["missing_rules"] or report["missing_samples"] else 0
+    if args.json:
+        _write_stdout(json.dumps(report, indent=1))
+        return status
+
+    header = ("op", "family", "rule", "property test", "doc")
+    rows = [
+        (o["op"], o["family"], "yes" if o["has_rule"] else "no", "yes" if o["has_property_test"] else "no",
+         o["doc"] or "-")
+        for o in report["ops"]
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [header, *rows]:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
+    _write_stdout("\n".join(lines))
+
+    n = len(rows)
+    print(
+        f"{PROG}: {n} ops, {n - len(report['missing_rules'])} with lowering rules, "
+        f"{n - len(report['missing_samples'])} with property tests, {len(report['stale_rules'])} stale rules",
+        file=sys.stderr,
+    )
+    if report["missing_rules"]:
+        print(f"{PROG}: ops without a lowering rule: {', '.join(report['missing_rules'])}", file=sys.stderr)
+    if report["missing_samples"]:
+        print(f"{PROG}: ops without a sample strategy (no property test): {', '.join(report['missing_samples'])}",
+              file=sys.stderr)
+    if report["stale_rules"]:
+        print(f"{PROG}: stale lowering rules (no op of that name): {', '.join(report['stale_rules'])}",
+              file=sys.stderr)
+    return status
+
+
+# -- show -----------------------------------------------------------------------------------
+
+
+def load_trace(path: str):
+    """Trace.load with every malformed-file failure turned into a CliError."""
+    from hlotrace.errors import HlotraceError
+    from hlotrace.trace import Trace
+
+    if not os.path.exists(path):
+        raise CliError(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise CliError(f"{path} is a directory, expected a trace JSON file")
+    try:
+        return Trace.load(path)
+    except HlotraceError as exc:
+        raise CliError(f"bad trace file {path}: {exc}") from None
+    except KeyError as exc:
+        raise CliError(f"bad trace file {path}: missing or unknown key {exc}") from None
+    except (TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
+        raise CliError(f"bad trace file {path}: {_describe(exc)}") from None
+
+
+def _cmd_show(args) -> int:
+    trace = load_trace(args.trace_file)
+    try:
+        if not args.lower:
+            text = str(trace)
+        else:
+            from hlotrace.lowering import lower_trace
+
+            text = lower_trace(trace).text(debug_info=not args.no_locations)
+    except KeyError as exc:  # a record naming a var the file does not declare
+        raise CliError(f"bad trace file {args.trace_file}: it refers to undeclared var {exc}") from None
+    _write_stdout(text)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

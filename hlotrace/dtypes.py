@@ -69,6 +69,11 @@ def canonicalize(dtype) -> np.dtype:
     )
 
 
+def from_name(name: str) -> np.dtype | None:
+    """The supported dtype called ``name`` (``"f32"``, ``"bfloat16"``, ``"bool"``...), else None."""
+    return _BY_NAME.get(name.lower())
+
+
 def is_floating(dtype: np.dtype) -> bool:
     return dtype in FLOATING
 

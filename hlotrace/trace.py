@@ -15,7 +15,7 @@ File format (schema ``hlotrace.trace``, version 1): a JSON document
                   "location": {"file": "model.py", "line": 12, "function": "f"}}, ...]}
 
 Scalar constants are stored inline; larger ones in a sibling ``.npz`` file whose keys the
-JSON names. Tuples in attributes are written as JSON lists and read back as tuples; NaN and
+JSON names. A dtype attribute is written as ``{"__dtype__": "float32"}``. Tuples in attributes are written as JSON lists and read back as tuples; NaN and
 infinities use Python's JSON extensions (``NaN``, ``Infinity``).
 """
 
@@ -189,7 +189,7 @@ def _attrs_to_json(value):
     if isinstance(value, tuple | list):
         return [_attrs_to_json(v) for v in value]
     if isinstance(value, np.dtype):
-        return {"dtype": str(value)}
+        return {"__dtype__": str(value)}
     if isinstance(value, np.generic):
         return value.item()
     return value
@@ -197,8 +197,8 @@ def _attrs_to_json(value):
 
 def _attrs_from_json(value):
     if isinstance(value, dict):
-        if set(value) == {"dtype"}:
-            return dt.canonicalize(value["dtype"])
+        if set(value) == {"__dtype__"}:
+            return dt.canonicalize(value["__dtype__"])
         return {k: _attrs_from_json(v) for k, v in value.items()}
     if isinstance(value, list):
         return tuple(_attrs_from_json(v) for v in value)

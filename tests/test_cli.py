@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -147,9 +146,7 @@ def test_lower_compiled_prints_hlo(capsys, model):
 
 def test_lower_local_imports_resolve(capsys, tmp_path):
     (tmp_path / "cli_helper_mod.py").write_text("def double(x):\n    return x * 2.0\n")
-    (tmp_path / "uses_helper.py").write_text(
-        "from cli_helper_mod import double\n\ndef g(x):\n    return double(x)\n"
-    )
+    (tmp_path / "uses_helper.py").write_text("from cli_helper_mod import double\n\ndef g(x):\n    return double(x)\n")
     before = list(sys.path)
     status, out, err = _run(capsys, "lower", f"{tmp_path / 'uses_helper.py'}:g", "-i", "f32[3]")
     assert status == 0, err
@@ -234,7 +231,9 @@ def test_error_not_callable(capsys, model):
 def test_error_malformed_input_spec(capsys, model):
     _assert_one_error_line(
         *_run(capsys, "lower", f"{model}:f", "--input", "f32(2,3)", "--input", "f32[3]"),
-        "malformed --input", "f32[64,1000]", "bf16",
+        "malformed --input",
+        "f32[64,1000]",
+        "bf16",
     )
 
 
@@ -251,14 +250,17 @@ def test_error_wrong_number_of_inputs(capsys, model, count):
 def test_error_op_error_names_user_line(capsys, model):
     _assert_one_error_line(
         *_run(capsys, "lower", f"{model}:broadcast_error", "-i", "f32[2,3]", "-i", "f32[4]"),
-        "add", f"model.py:{LINE_BROADCAST}",
+        "add",
+        f"model.py:{LINE_BROADCAST}",
     )
 
 
 def test_error_user_function_raises(capsys, model):
     _assert_one_error_line(
         *_run(capsys, "lower", f"{model}:raises", "-i", "f32[2]"),
-        "AttributeError", "no_such_attribute", f"model.py:{LINE_RAISES}",
+        "AttributeError",
+        "no_such_attribute",
+        f"model.py:{LINE_RAISES}",
     )
 
 
@@ -266,7 +268,8 @@ def test_error_missing_lowering_rule(capsys, model, monkeypatch):
     monkeypatch.delitem(RULES, "tanh")
     _assert_one_error_line(
         *_run(capsys, "lower", f"{model}:f", "-i", "f32[2]", "-i", "f32[2]"),
-        "no lowering rule for op 'tanh'", f"model.py:{LINE_TANH}",
+        "no lowering rule for op 'tanh'",
+        f"model.py:{LINE_TANH}",
     )
 
 
@@ -400,9 +403,13 @@ def test_show_bad_trace_file(capsys, tmp_path, content, needle):
 
 def test_show_trace_with_undeclared_var(capsys, tmp_path):
     doc = {
-        "schema": "hlotrace.trace", "version": 1, "name": "m",
+        "schema": "hlotrace.trace",
+        "version": 1,
+        "name": "m",
         "vars": [{"id": 0, "shape": [2], "dtype": "float32"}],
-        "inputs": [0], "outputs": [1], "constants": [],
+        "inputs": [0],
+        "outputs": [1],
+        "constants": [],
         "records": [{"op": "exp", "attrs": {}, "inputs": [0], "outputs": [1], "location": None}],
     }
     path = tmp_path / "undeclared.trace.json"
@@ -431,7 +438,9 @@ def test_console_script_help():
 def test_python_m_hlotrace_error_is_one_line(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "hlotrace", "lower", f"{tmp_path / 'missing.py'}:f", "-i", "f32[2]"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert proc.stdout == ""

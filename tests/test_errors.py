@@ -12,7 +12,7 @@ def test_broadcast_error_names_op_shapes_and_line():
     a = ht.tensor(np.ones((3, 4), "float32"))
     b = ht.tensor(np.ones((5,), "int32"))
     with pytest.raises(OpError) as info:
-        a + b  # noqa: B018
+        a + b
     message = str(info.value)
     assert message.startswith("add:")
     assert "f32[3,4]" in message and "i32[5]" in message
@@ -21,19 +21,19 @@ def test_broadcast_error_names_op_shapes_and_line():
 
 def test_bool_subtract_is_refused_like_numpy():
     t = ht.tensor([True, False])
-    with pytest.raises(OpError, match="subtract.*bool"):
-        t - t  # noqa: B018
+    with pytest.raises(OpError, match=r"subtract.*bool"):
+        t - t
 
 
 def test_integer_negative_power_is_an_op_error():
-    with pytest.raises(OpError, match="power.*negative integer powers"):
+    with pytest.raises(OpError, match=r"power.*negative integer powers"):
         F.power(ht.tensor([2, 3]), ht.tensor([-1, 1]))
 
 
 def test_unsupported_dtype_is_refused():
     with pytest.raises(OpError, match="not supported"):
         ht.tensor(np.array([1 + 2j]))
-    with pytest.raises(OpError, match="unknown dtype|not supported"):
+    with pytest.raises(OpError, match=r"unknown dtype|not supported"):
         F.astype(ht.tensor([1.0]), "complex64")
 
 

@@ -144,7 +144,7 @@ def test_tensor_created_inside_is_a_constant_not_a_capture():
 
     x = _t((3,))
     f(x)
-    np.testing.assert_allclose(f(x).numpy(), x.numpy() + [1, 2, 3], rtol=1e-6)
+    np.testing.assert_allclose(f(x).numpy(), x.numpy() + np.array([1.0, 2.0, 3.0]), rtol=1e-6)
 
 
 def test_data_dependent_python_control_flow_is_refused():

@@ -44,7 +44,7 @@ def test_every_op_carries_record_op_and_user_file_line():
         loc_ref = re.search(r"loc\((#loc\d+)\)\s*$", ln).group(1)
         loc = aliases[loc_ref]
         assert re.match(r'loc\("rec\d+:[a-z_]+"\(#loc\d+\)\)', loc), (ln, loc)
-    assert f'"rec0:matmul"' in text
+    assert '"rec0:matmul"' in text
     assert re.search(rf'loc\(".*test_lowering.py":{line_a}:0\)', text)
     assert re.search(rf'loc\(".*test_lowering.py":{line_a + 1}:0\)', text)
 

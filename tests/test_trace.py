@@ -85,3 +85,15 @@ def test_loading_a_foreign_or_newer_file_is_a_clear_error(tmp_path):
     path.write_text("{not json")
     with pytest.raises(TraceError, match="cannot read trace"):
         Trace.load(path)
+
+
+def test_dtype_attributes_round_trip(tmp_path):
+    # Regression: {"dtype": float32} attrs were once read back as a dtype marker and failed.
+    @xla_trace
+    def f(x):
+        return F.astype(x, "bfloat16")
+
+    f(ht.tensor(np.ones(2, "float32")))
+    f.trace.save(tmp_path / "astype.json")
+    loaded = Trace.load(tmp_path / "astype.json")
+    assert loaded.records == f.trace.records

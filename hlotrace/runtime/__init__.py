@@ -100,7 +100,7 @@ def module_fingerprint(module_text: str) -> str:
     return hashlib.sha256(module_text.encode()).hexdigest()
 
 
-def compile(module_text: str, in_avals, out_avals, *, platform: str | None = None,
+def compile(module_text: str, in_avals, out_avals, *, platform: str | None = None,  # noqa: A001
             disabled_xla_passes: tuple[str, ...] = ()) -> Executable:
     """Compile StableHLO text (cached by fingerprint, avals, device and options).
 

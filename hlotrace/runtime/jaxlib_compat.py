@@ -9,10 +9,15 @@ on first use.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 
+# XLA logs every client creation at INFO level to stderr; keep warnings and errors only
+# unless the user asked for more.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
 import numpy as np
-from jaxlib.mlir import ir, passmanager  # noqa: F401  (re-exported)
+from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import chlo, func, stablehlo  # noqa: F401  (re-exported)
 
 # ---------------------------------------------------------------------------------------
@@ -23,9 +28,7 @@ from jaxlib.mlir.dialects import chlo, func, stablehlo  # noqa: F401  (re-export
 def _register_jax_dialects(registry) -> None:
     from jaxlib.mlir._mlir_libs import _jax_mlir_ext
 
-    register = getattr(_jax_mlir_ext, "register_dialects", None) or getattr(
-        _jax_mlir_ext, "register_jax_dialects"
-    )
+    register = getattr(_jax_mlir_ext, "register_dialects", None) or _jax_mlir_ext.register_jax_dialects
     register(registry)
 
 
@@ -207,7 +210,7 @@ def make_host_to_device(shape, dtype, device):
 
         put(np.zeros(shape, dtype))  # probe once so a signature change falls back here
         return put
-    except Exception:  # noqa: BLE001  (any API drift: use the public, slower route)
+    except Exception:
         import jax
 
         return functools.partial(jax.device_put, device=device)
@@ -233,7 +236,7 @@ def make_executor(executable, out_shapes_dtypes, device):
             return execute_sharded(buffers).consume_with_handlers(handlers)
 
         return run
-    except Exception:  # noqa: BLE001  (API drift: the slower public route still works)
+    except Exception:
 
         def run_disassembled(buffers):
             return [outs[0] for outs in execute_sharded(buffers).disassemble_into_single_device_arrays()]

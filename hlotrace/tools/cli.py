@@ -29,14 +29,6 @@ from collections.abc import Sequence
 PROG = "hlotrace"
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
-# dtype names accepted in --input specs (aliases map onto the five supported dtypes).
-_DTYPE_ALIASES = {
-    "f32": "float32", "float32": "float32",
-    "f16": "float16", "float16": "float16",
-    "bf16": "bfloat16", "bfloat16": "bfloat16",
-    "i32": "int32", "int32": "int32",
-    "bool": "bool", "pred": "bool", "i1": "bool",
-}
 ACCEPTED_DTYPES = "f32, f16, bf16, i32, bool"
 _SPEC_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*\[([^\[\]]*)\]\s*$")
 
@@ -123,33 +115,53 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     lower = sub.add_parser(
-        "lower", help="record a function in a Python file and print its StableHLO (or compiled HLO)",
-        description=_LOWER_DESCRIPTION, epilog=_LOWER_EPILOG, formatter_class=_FORMATTER,
+        "lower",
+        help="record a function in a Python file and print its StableHLO (or compiled HLO)",
+        description=_LOWER_DESCRIPTION,
+        epilog=_LOWER_EPILOG,
+        formatter_class=_FORMATTER,
     )
     lower.add_argument("target", metavar="FILE.py:FUNC", help="the Python file and the function in it to record")
     lower.add_argument(
-        "--input", "-i", dest="inputs", action="append", default=[], metavar="DTYPE[SHAPE]",
+        "--input",
+        "-i",
+        dest="inputs",
+        action="append",
+        default=[],
+        metavar="DTYPE[SHAPE]",
         help="type of the next positional argument, e.g. 'f32[64,1000]', 'i32[5]', 'f32[]' (repeat per argument)",
     )
     lower.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
     lower.add_argument("--no-locations", action="store_true", help="print the module without loc(...) annotations")
-    lower.add_argument("--compiled", action="store_true",
-                       help="print the compiled HLO (after XLA's optimizations) instead of StableHLO")
+    lower.add_argument(
+        "--compiled",
+        action="store_true",
+        help="print the compiled HLO (after XLA's optimizations) instead of StableHLO",
+    )
     lower.add_argument("--trace-out", metavar="PATH", help="also save the recorded trace as JSON (+ PATH.npz)")
-    lower.add_argument("--platform", choices=("cpu", "cuda"),
-                       help="PJRT platform to compile for (default: $HLOTRACE_PLATFORM, else CUDA if present)")
+    lower.add_argument(
+        "--platform",
+        choices=("cpu", "cuda"),
+        help="PJRT platform to compile for (default: $HLOTRACE_PLATFORM, else CUDA if present)",
+    )
     lower.set_defaults(handler=_cmd_lower)
 
     rules = sub.add_parser(
-        "rules", help="list registered ops with their lowering-rule and property-test coverage",
-        description=_RULES_DESCRIPTION, epilog=_RULES_EPILOG, formatter_class=_FORMATTER,
+        "rules",
+        help="list registered ops with their lowering-rule and property-test coverage",
+        description=_RULES_DESCRIPTION,
+        epilog=_RULES_EPILOG,
+        formatter_class=_FORMATTER,
     )
     rules.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     rules.set_defaults(handler=_cmd_rules)
 
     show = sub.add_parser(
-        "show", help="print a saved trace, or the StableHLO it lowers to",
-        description=_SHOW_DESCRIPTION, epilog=_SHOW_EPILOG, formatter_class=_FORMATTER,
+        "show",
+        help="print a saved trace, or the StableHLO it lowers to",
+        description=_SHOW_DESCRIPTION,
+        epilog=_SHOW_EPILOG,
+        formatter_class=_FORMATTER,
     )
     show.add_argument("trace_file", metavar="TRACE.json", help="a trace saved by Trace.save / --trace-out")
     show.add_argument("--lower", action="store_true", help="print the lowered StableHLO module instead of the trace")
@@ -178,8 +190,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         print(f"{PROG}: error: a command is required (lower, rules or show)", file=sys.stderr)
         return 2
-    # Keep XLA's C++ INFO logging (PJRT client creation) off stderr unless asked for.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     from hlotrace.errors import HlotraceError
 
     try:
@@ -214,8 +224,8 @@ def parse_input_spec(spec: str):
     if match is None:
         raise bad("not of the form DTYPE[d0,d1,...]")
     name, dims = match.group(1), match.group(2).strip()
-    canonical = _DTYPE_ALIASES.get(name.lower())
-    if canonical is None:
+    dtype = dtypes.from_name(name)
+    if dtype is None:
         raise bad(f"unknown dtype {name!r}")
     shape: list[int] = []
     if dims:
@@ -224,7 +234,7 @@ def parse_input_spec(spec: str):
             if not part.isdigit():
                 raise bad(f"dimension {part!r} is not a non-negative integer")
             shape.append(int(part))
-    return tuple(shape), dtypes.canonicalize(canonical)
+    return tuple(shape), dtype
 
 
 def random_input(shape: tuple[int, ...], dtype, rng):
@@ -332,7 +342,8 @@ def _check_arity(fn, func_name: str, inputs: list) -> None:
         signature.bind(*inputs)
     except TypeError as exc:
         params = [
-            p.name for p in signature.parameters.values()
+            p.name
+            for p in signature.parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
         ]
         raise CliError(
@@ -344,7 +355,9 @@ def _check_arity(fn, func_name: str, inputs: list) -> None:
 def _summary(lowered, platform: str, func_name: str, avals: str) -> str:
     counts = {name: n for name, n in lowered.op_counts().items() if name != "func.return"}
     total = sum(counts.values())
-    ops = ", ".join(f"{name.removeprefix('stablehlo.')} {n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    ops = ", ".join(
+        f"{name.removeprefix('stablehlo.')} {n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
     return f"{PROG}: {func_name}({avals}): {total} stablehlo ops ({ops or 'none'}); platform {platform}"
 
 
@@ -431,13 +444,15 @@ def rules_report() -> dict:
     ops = []
     for op in sorted(OPS.values(), key=lambda o: (o.family, o.name)):
         doc = (op.doc or "").strip().splitlines()
-        ops.append({
-            "op": op.name,
-            "family": op.family,
-            "has_rule": op.name in RULES,
-            "has_property_test": op.sample is not None,
-            "doc": doc[0] if doc else "",
-        })
+        ops.append(
+            {
+                "op": op.name,
+                "family": op.family,
+                "has_rule": op.name in RULES,
+                "has_property_test": op.sample is not None,
+                "doc": doc[0] if doc else "",
+            }
+        )
     return {
         "ops": ops,
         "missing_rules": [o["op"] for o in ops if not o["has_rule"]],
@@ -455,8 +470,13 @@ def _cmd_rules(args) -> int:
 
     header = ("op", "family", "rule", "property test", "doc")
     rows = [
-        (o["op"], o["family"], "yes" if o["has_rule"] else "no", "yes" if o["has_property_test"] else "no",
-         o["doc"] or "-")
+        (
+            o["op"],
+            o["family"],
+            "yes" if o["has_rule"] else "no",
+            "yes" if o["has_property_test"] else "no",
+            o["doc"] or "-",
+        )
         for o in report["ops"]
     ]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
@@ -474,11 +494,12 @@ def _cmd_rules(args) -> int:
     if report["missing_rules"]:
         print(f"{PROG}: ops without a lowering rule: {', '.join(report['missing_rules'])}", file=sys.stderr)
     if report["missing_samples"]:
-        print(f"{PROG}: ops without a sample strategy (no property test): {', '.join(report['missing_samples'])}",
-              file=sys.stderr)
+        print(
+            f"{PROG}: ops without a sample strategy (no property test): {', '.join(report['missing_samples'])}",
+            file=sys.stderr,
+        )
     if report["stale_rules"]:
-        print(f"{PROG}: stale lowering rules (no op of that name): {', '.join(report['stale_rules'])}",
-              file=sys.stderr)
+        print(f"{PROG}: stale lowering rules (no op of that name): {', '.join(report['stale_rules'])}", file=sys.stderr)
     return status
 
 

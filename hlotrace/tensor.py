@@ -24,7 +24,7 @@ class Tensor:
         (x * 2).sum().numpy()   # array(6., dtype=float32)
     """
 
-    __slots__ = ("_host", "_device", "_origin", "__weakref__")
+    __slots__ = ("__weakref__", "_device", "_host", "_origin")
     __array_priority__ = 100  # ndarray <op> Tensor defers to Tensor's reflected operators
 
     def __init__(self):
@@ -94,6 +94,10 @@ class Tensor:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
+
+    def __iter__(self):
+        # Without this, Python would iterate via __getitem__ until an IndexError.
+        return (self[i] for i in range(len(self)))
 
     def __bool__(self) -> bool:
         _refuse_host_value_while_recording("bool()")

@@ -26,8 +26,8 @@ from hlotrace.ops.registry import Aval, OpDef, register_op
 FAMILY = "indexing"
 
 _ONLY_BASIC = (
-    "only basic indexing is supported (ints, slices, None, Ellipsis); got {what}. "
-    "Advanced indexing with arrays, lists, bool masks or tensors is not"
+    "only basic indexing is supported (ints, slices, None, Ellipsis), not advanced indexing "
+    "with arrays, lists, bool masks or tensors; got {what}"
 )
 
 
@@ -38,7 +38,7 @@ def slice_length(start: int, stop: int | None, step: int) -> int:
 
 def _describe(entry) -> str:
     kind = type(entry).__name__
-    return f"{kind} {entry!r}" if isinstance(entry, int | str | np.generic) else f"an object of type {kind}"
+    return f"{kind} {entry!r}" if isinstance(entry, int | float | str | np.generic) else f"an object of type {kind}"
 
 
 def _index_int(entry) -> int | None:
@@ -49,11 +49,10 @@ def _index_int(entry) -> int | None:
 
 
 def _slice_part(value, what: str) -> int | None:
-    if value is None:
-        return None
-    if _index_int(value) is None:
+    index = None if value is None else _index_int(value)
+    if index is None and value is not None:
         raise ShapeDtypeError(f"slice {what} must be an int or None, got {value!r}")
-    return operator.index(value)
+    return index
 
 
 _NOT_CANONICAL = object()
@@ -77,15 +76,15 @@ def _parse(index) -> list:
     entries = list(index) if isinstance(index, tuple) else [index]
     items = []
     for entry in entries:
-        canonical = _from_canonical(entry)
-        if canonical is not _NOT_CANONICAL:
-            items.append(canonical)
-        elif entry is None or entry is Ellipsis or isinstance(entry, slice):
-            items.append(entry)
-        elif _index_int(entry) is not None:
-            items.append(_index_int(entry))
+        item = _from_canonical(entry)
+        if item is _NOT_CANONICAL:
+            item = entry
+        if item is None or item is Ellipsis or isinstance(item, slice):
+            items.append(item)
+        elif _index_int(item) is not None:
+            items.append(_index_int(item))
         else:
-            raise ShapeDtypeError(_ONLY_BASIC.format(what=_describe(entry)))
+            raise ShapeDtypeError(_ONLY_BASIC.format(what=_describe(item)))
     return items
 
 

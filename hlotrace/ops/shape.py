@@ -50,13 +50,13 @@ def _attr(attrs: dict, name: str, op: str):
 
 def _reshape_canonicalize(avals, attrs):
     (x,) = avals
-    shape = _int_tuple(_attr(attrs, "shape", "reshape"), "reshape shape entry")
+    shape = _int_tuple(_attr(attrs, "shape", "reshape"), "shape entry")
     size = math.prod(x.shape)
     unknown = [i for i, d in enumerate(shape) if d == -1]
     if len(unknown) > 1:
-        raise ShapeDtypeError(f"reshape shape {shape} has more than one -1")
+        raise ShapeDtypeError(f"shape {shape} has more than one -1")
     if any(d < -1 for d in shape):
-        raise ShapeDtypeError(f"reshape shape {shape} has a negative dimension other than -1")
+        raise ShapeDtypeError(f"shape {shape} has a negative dimension other than -1")
     known = math.prod(d for d in shape if d != -1)
     if unknown:
         # NumPy: with a zero-size known part, -1 could be anything, so it is refused.
@@ -86,12 +86,12 @@ def _transpose_canonicalize(avals, attrs):
     perm = attrs.get("perm")
     if perm is None:
         return {"perm": tuple(reversed(range(rank)))}
-    perm = _int_tuple(perm, "transpose perm entry")
+    perm = _int_tuple(perm, "perm entry")
     if len(perm) != rank:
-        raise ShapeDtypeError(f"transpose perm {perm} has {len(perm)} entries, the tensor has rank {rank}")
-    normalized = tuple(normalize_axis(p, rank, "transpose perm entry") for p in perm)
+        raise ShapeDtypeError(f"perm {perm} has {len(perm)} entries, the tensor has rank {rank}")
+    normalized = tuple(normalize_axis(p, rank, "perm entry") for p in perm)
     if sorted(normalized) != list(range(rank)):
-        raise ShapeDtypeError(f"transpose perm {perm} is not a permutation of the {rank} dims")
+        raise ShapeDtypeError(f"perm {perm} is not a permutation of the {rank} dims")
     return {"perm": normalized}
 
 
@@ -109,9 +109,9 @@ register_op(OpDef(
 
 def _broadcast_to_canonicalize(avals, attrs):
     (x,) = avals
-    shape = _int_tuple(_attr(attrs, "shape", "broadcast_to"), "broadcast_to shape entry")
+    shape = _int_tuple(_attr(attrs, "shape", "broadcast_to"), "shape entry")
     if any(d < 0 for d in shape):
-        raise ShapeDtypeError(f"broadcast_to shape {shape} has a negative dimension")
+        raise ShapeDtypeError(f"shape {shape} has a negative dimension")
     if len(shape) < len(x.shape):
         raise ShapeDtypeError(f"cannot broadcast shape {x.shape} to {shape}: the target has fewer dims")
     for axis in range(-len(x.shape), 0):
@@ -136,9 +136,13 @@ register_op(OpDef(
 
 def _expand_dims_canonicalize(avals, attrs):
     (x,) = avals
-    axis = _int_tuple(_attr(attrs, "axis", "expand_dims"), "expand_dims axis")
+    axis = _int_tuple(_attr(attrs, "axis", "expand_dims"), "axis")
     # NumPy: the axes index the result, whose rank counts the new dims.
-    return {"axis": normalize_axes(axis, len(x.shape) + len(axis))}
+    rank = len(x.shape) + len(axis)
+    for a in axis:
+        if not -rank <= a < rank:
+            raise ShapeDtypeError(f"axis {a} is out of bounds for the result of rank {rank}")
+    return {"axis": normalize_axes(axis, rank)}
 
 
 def _expand_dims_infer(x: Aval, *, axis) -> Aval:
@@ -161,7 +165,7 @@ def _squeeze_canonicalize(avals, attrs):
     axis = attrs.get("axis")
     if axis is None:
         return {"axis": tuple(i for i, d in enumerate(x.shape) if d == 1)}
-    axes = normalize_axes(_int_tuple(axis, "squeeze axis"), len(x.shape))
+    axes = normalize_axes(_int_tuple(axis, "axis"), len(x.shape))
     for a in axes:
         if x.shape[a] != 1:
             raise ShapeDtypeError(f"cannot squeeze axis {a}: it has size {x.shape[a]}, not 1")
@@ -182,22 +186,22 @@ register_op(OpDef(
 
 def _concat_canonicalize(avals, attrs):
     if not avals:
-        raise ShapeDtypeError("concat needs at least one tensor")
+        raise ShapeDtypeError("needs at least one tensor")
     rank = len(avals[0].shape)
     if rank == 0:
         raise ShapeDtypeError("0-d tensors cannot be concatenated")
-    return {"axis": normalize_axis(attrs.get("axis", 0), rank, "concat axis")}
+    return {"axis": normalize_axis(attrs.get("axis", 0), rank, "axis")}
 
 
 def _concat_infer(*avals: Aval, axis) -> Aval:
     first = avals[0].shape
     for i, a in enumerate(avals[1:], start=1):
         if len(a.shape) != len(first):
-            raise ShapeDtypeError(f"concat input {i} has rank {len(a.shape)}, input 0 has rank {len(first)}")
+            raise ShapeDtypeError(f"input {i} has rank {len(a.shape)}, input 0 has rank {len(first)}")
         for d, (m, n) in enumerate(zip(first, a.shape, strict=True)):
             if d != axis and m != n:
                 raise ShapeDtypeError(
-                    f"concat inputs must match except on axis {axis}: dim {d} is {m} in input 0 and {n} in input {i}"
+                    f"inputs must match except on axis {axis}: dim {d} is {m} in input 0 and {n} in input {i}"
                 )
     size = sum(a.shape[axis] for a in avals)
     return Aval((*first[:axis], size, *first[axis + 1:]), dt.promote(*(a.dtype for a in avals)))

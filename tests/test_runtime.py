@@ -1,0 +1,55 @@
+"""Runtime: platform choice, lazy jax import, compile cache, device-resident outputs."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import hlotrace as ht
+from hlotrace import runtime
+from hlotrace.errors import BackendError
+from hlotrace.jit import xla_trace
+
+
+def test_eager_use_does_not_import_jax():
+    code = (
+        "import sys, hlotrace as ht, hlotrace.functional as F\n"
+        "x = ht.tensor([[1.0, 2.0]])\n"
+        "F.softmax(x @ x.T, axis=-1).numpy()\n"
+        "assert 'jax' not in sys.modules and 'jaxlib' not in sys.modules, 'jax imported eagerly'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_platform_env_var_is_validated(monkeypatch):
+    monkeypatch.setenv("HLOTRACE_PLATFORM", "tpu9000")
+    with pytest.raises(BackendError, match="expected 'cpu' or 'cuda'"):
+        runtime.client()
+
+
+def test_forced_cpu_platform(monkeypatch):
+    monkeypatch.setenv("HLOTRACE_PLATFORM", "cpu")
+    assert runtime.platform_name() == "cpu"
+
+
+def test_default_platform_is_cuda_when_present_else_cpu(monkeypatch):
+    monkeypatch.delenv("HLOTRACE_PLATFORM", raising=False)
+    assert runtime.platform_name() in ("cpu", "cuda")
+
+
+def test_identical_modules_compile_once():
+    def body(x):
+        return x * 3.0 + 1.0
+
+    first, second = xla_trace(body), xla_trace(body)
+    x = ht.tensor(np.ones(5, "float32"))
+    first(x)
+    second(x)
+    assert first.executable is second.executable  # same module text, same signature
+
+
+def test_compile_failure_is_a_backend_error():
+    text = "func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> { return %b : tensor<4xf32> }"
+    with pytest.raises(BackendError, match="XLA failed to compile"):
+        runtime.compile(text, [], [])

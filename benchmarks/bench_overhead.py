@@ -31,7 +31,7 @@ from benchmarks.common import (
 )
 
 TARGET = 1.5
-REPEAT = 9  # loops per candidate; short loops, many of them: the best is robust to load spikes
+REPEAT = 15  # loops per candidate; short loops, many of them: the best is robust to load spikes
 LOOP_SECONDS = 0.1
 
 
@@ -41,7 +41,6 @@ def main(argv: list[str] | None = None) -> dict:
     print_header("per-call overhead: one-op function x + y on f32[4]", "benchmarks.bench_overhead", argv)
 
     import jax
-    import jax.numpy as jnp
 
     import hlotrace as ht
     from hlotrace.jit import xla_trace
@@ -67,7 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     blocking = compare(
         {
-            "hlotrace xla_trace": lambda: block_tensor(add(x, y)),
+            "hlotrace xla_trace": lambda: add(x, y)._device.block_until_ready(),  # inlined like jax's
             "jax.jit": lambda: jax_add(xa, ya).block_until_ready(),
         },
         repeat=repeat,
@@ -89,8 +88,11 @@ def main(argv: list[str] | None = None) -> dict:
     for label, timings in (("blocking", blocking), ("no blocking", nonblocking)):
         for name, timing in timings.items():
             rows.append([f"{name} ({label})", fmt_time(timing.best), fmt_time(timing.median), timing.number])
-    print_table(["call", "best/call", "median/call", "calls/loop"], rows,
-                title=f"{repeat} loops per row, loops of the two candidates interleaved")
+    print_table(
+        ["call", "best/call", "median/call", "calls/loop"],
+        rows,
+        title=f"{repeat} loops per row, loops of the two candidates interleaved",
+    )
 
     ratio_best = blocking["hlotrace xla_trace"].best / blocking["jax.jit"].best
     ratio_median = blocking["hlotrace xla_trace"].median / blocking["jax.jit"].median
@@ -127,24 +129,15 @@ def main(argv: list[str] | None = None) -> dict:
 def _breakdown(traced, x, y, repeat: int) -> dict:
     """Where hlotrace's per-call time goes (reads internals; informative only)."""
     try:
-        from hlotrace.jit import _flatten
         from hlotrace.tensor import Tensor
 
         entry = traced._last
         exe = entry.executable
         buffers = [x._device, y._device]
         execute_sharded = exe.loaded.execute_sharded
-
-        def flatten_and_lookup():
-            leaves: list = []
-            key: list = []
-            _flatten((x, y), leaves, key)
-            return traced._cache.get(tuple(key))
-
         parts = compare(
             {
                 "whole call: TracedFunction.__call__": lambda: traced(x, y),
-                "  _flatten + cache lookup": flatten_and_lookup,
                 "  CompiledEntry.__call__ (buffers, run, wrap)": lambda: entry([x, y]),
                 "    Executable.run (execute + result handlers)": lambda: exe.run(buffers),
                 "      raw execute_sharded (no result handling)": lambda: execute_sharded(buffers),
@@ -153,12 +146,22 @@ def _breakdown(traced, x, y, repeat: int) -> dict:
             repeat=repeat,
             min_loop_seconds=LOOP_SECONDS,
         )
-    except Exception as exc:  # noqa: BLE001  (internals moved: the breakdown is optional)
+    except Exception as exc:  # internals moved: the breakdown is optional
         print(f"(breakdown skipped: {type(exc).__name__}: {exc})\n")
         return {}
+    rows = [[name, fmt_time(t.best), fmt_time(t.median)] for name, t in parts.items()]
+    whole, inner = parts["whole call: TracedFunction.__call__"], parts["  CompiledEntry.__call__ (buffers, run, wrap)"]
+    rows.insert(
+        1,
+        [
+            "  argument key + cache lookup (whole - entry)",
+            fmt_time(whole.best - inner.best),
+            fmt_time(whole.median - inner.median),
+        ],
+    )
     print_table(
         ["hlotrace component (no blocking)", "best/call", "median/call"],
-        [[name, fmt_time(t.best), fmt_time(t.median)] for name, t in parts.items()],
+        rows,
         title="breakdown of the hlotrace call (reads hlotrace internals; informative only)",
     )
     return {name.strip(): t.best for name, t in parts.items()}

@@ -5,7 +5,8 @@ run (jax.jit on the same computation, or hlotrace's eager NumPy path); absolute 
 printed for context only. Timing follows ``timeit``: a loop of ``number`` calls is timed
 ``repeat`` times with the garbage collector disabled, and the per-call time of the best and
 of the median loop is reported. When several candidates are compared their loops are
-interleaved (A B A B ...) so that drift on a shared, noisy machine hits all of them alike.
+interleaved, the order rotating each round (A B, B A, ...), so that drift on a shared, noisy
+machine hits all of them alike.
 """
 
 from __future__ import annotations
@@ -58,22 +59,35 @@ def _loop(fn: Callable[[], object], number: int) -> float:
 
 
 def calibrate(fn: Callable[[], object], min_loop_seconds: float = 0.2, max_number: int = 1_000_000) -> int:
-    """Smallest number of calls in 1, 2, 5, 10, 20, ... whose loop lasts ``min_loop_seconds``."""
+    """Calls per loop so that one loop of ``fn`` lasts about ``min_loop_seconds``.
+
+    Tries 1, 2, 5, 10, 20, ... calls until a loop lasts at least a tenth of the target,
+    then scales that count up to the target from the per-call time it measured.
+    """
     number = 1
     while True:
         for factor in (1, 2, 5):
             n = number * factor
-            if n >= max_number or _loop(fn, n) >= min_loop_seconds:
-                return min(n, max_number)
+            seconds = _loop(fn, n)
+            if n >= max_number or seconds >= min_loop_seconds / 10:
+                per_call = seconds / n
+                return max(1, min(max_number, round(min_loop_seconds / per_call)))
         number *= 10
 
 
-def compare(candidates: dict[str, Callable[[], object]], *, repeat: int = 5, number: int | None = None,
-            warmup: int = 3, min_loop_seconds: float = 0.2) -> dict[str, Timing]:
-    """Time every candidate ``repeat`` times, interleaving their loops.
+def compare(
+    candidates: dict[str, Callable[[], object]],
+    *,
+    repeat: int = 5,
+    number: int | None = None,
+    warmup: int = 3,
+    min_loop_seconds: float = 0.2,
+) -> dict[str, Timing]:
+    """Time every candidate ``repeat`` times, interleaving their loops (order rotated per round).
 
-    ``number`` (calls per loop) is calibrated per candidate when not given. Each candidate is
-    called ``warmup`` times first.
+    ``number`` (calls per loop) is calibrated per candidate when not given, so that every
+    candidate's loop lasts about ``min_loop_seconds`` (equal exposure to load spikes). Each
+    candidate is called ``warmup`` times first.
     """
     numbers = {}
     for name, fn in candidates.items():
@@ -81,9 +95,11 @@ def compare(candidates: dict[str, Callable[[], object]], *, repeat: int = 5, num
             fn()
         numbers[name] = number if number is not None else calibrate(fn, min_loop_seconds)
     results = {name: Timing(name, [], numbers[name]) for name in candidates}
-    for _ in range(repeat):
-        for name, fn in candidates.items():
-            results[name].per_call.append(_loop(fn, numbers[name]) / numbers[name])
+    names = list(candidates)
+    for round_index in range(repeat):
+        shift = round_index % len(names)  # rotate the order: nobody always goes first
+        for name in names[shift:] + names[:shift]:
+            results[name].per_call.append(_loop(candidates[name], numbers[name]) / numbers[name])
     return results
 
 

@@ -7,11 +7,13 @@
 ...     return (x * 2).sum()
 """
 
-from hlotrace import dtypes
+from hlotrace import (
+    dtypes,
+    functional,
+)
 from hlotrace.errors import BackendError, HlotraceError, LoweringError, OpError, TraceError
-from hlotrace.tensor import Tensor, tensor
-from hlotrace import functional  # noqa: E402,I001  (after Tensor: it builds on it)
 from hlotrace.jit import xla_trace
+from hlotrace.tensor import Tensor, tensor
 
 F = functional
 

@@ -41,10 +41,23 @@ def _identity(op_name: str, dtype: np.dtype):
     return -np.inf if op_name == "max" else np.inf
 
 
+def _propagate_nan(x, x_aval: Aval, axis, value, shape) -> ir.Value:
+    """NaN wherever the reduced slice of ``x`` holds one, else ``value``.
+
+    XLA:CPU (jaxlib 0.10) hands float max/min reductions of 4096+ elements to YNNPACK,
+    which skips NaN (jax.numpy.max has the same bug); a separate any-NaN reduction costs
+    about one more pass over ``x`` and is exact on every backend.
+    """
+    is_nan = hlo.compare(x, x, "NE", x_aval.dtype)
+    any_nan = reduce(is_nan, Aval(x_aval.shape, dt.bool_), axis, False, stablehlo.OrOp)
+    return hlo.select(any_nan, hlo.constant(np.nan, x_aval.dtype, shape), value)
+
+
 _COMBINERS = {
-    # (numeric combiner, bool combiner)
-    "sum": (stablehlo.AddOp, stablehlo.AddOp),
-    "mean": (stablehlo.AddOp, stablehlo.AddOp),
+    # (numeric combiner, bool combiner); sum and mean never reduce bool: they accumulate
+    # in int32 or float32.
+    "sum": (stablehlo.AddOp, None),
+    "mean": (stablehlo.AddOp, None),
     "max": (stablehlo.MaxOp, stablehlo.OrOp),
     "min": (stablehlo.MinOp, stablehlo.AndOp),
 }
@@ -60,6 +73,8 @@ def _reduction(op_name: str):
         init = _identity(op_name, acc) if op_name in ("max", "min") else 0
         value = reduce(value, Aval(x_aval.shape, acc), axis, init, logical if acc == dt.bool_ else numeric)
         shape = reduced_shape(x_aval.shape, axis, keepdims=False)
+        if op_name in ("max", "min") and acc in dt.FLOATING:
+            value = _propagate_nan(x, x_aval, axis, value, shape)
         if op_name == "mean":
             # A zero count gives 0/0 = NaN, NumPy's mean of nothing.
             count = math.prod(x_aval.shape[a] for a in axis)

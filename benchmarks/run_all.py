@@ -1,0 +1,96 @@
+"""Run every benchmark, one after the other in this process, and print a summary of ratios.
+
+    .venv/bin/python -m benchmarks.run_all [--small] [--repeat N]
+
+``--small`` (or HLOTRACE_BENCH_SMALL=1) shrinks the softmax input and the compile chain;
+``--repeat N`` overrides each benchmark's number of timed loops. Run it on an otherwise idle
+machine: every figure is a ratio against a peer measured in the same run, but concurrent
+load still adds noise.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+
+from benchmarks import bench_compile, bench_overhead, bench_softmax
+from benchmarks.common import fmt_ratio, fmt_time, main_args, print_table
+
+BENCHMARKS = (bench_overhead, bench_softmax, bench_compile)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    argv = main_args(argv)
+    print(f"reproduce (from the repo root): .venv/bin/python -m benchmarks.run_all {' '.join(argv)}".rstrip())
+    print()
+    start = time.perf_counter()
+    results = []
+    for bench in BENCHMARKS:
+        results.append(bench.main(argv))
+        gc.collect()
+
+    rows = []
+    for r in results:
+        target = "—" if r["target"] is None else f"<= {r['target']:g}: {'met' if r['met'] else 'NOT met'}"
+        if r["bench"] == "overhead":
+            rows.append(
+                [
+                    "overhead: x + y f32[4], per call",
+                    fmt_time(r["hlotrace_s"]),
+                    fmt_time(r["jax_s"]),
+                    fmt_ratio(r["ratio"]),
+                    target,
+                ]
+            )
+        elif r["bench"] == "softmax":
+            shape = ",".join(map(str, r["shape"]))
+            rows.append(
+                [
+                    f"softmax f32[{shape}], per call",
+                    fmt_time(r["hlotrace_s"]),
+                    fmt_time(r["jax_s"]),
+                    fmt_ratio(r["ratio"]),
+                    target,
+                ]
+            )
+            rows.append(
+                [
+                    "softmax vs jax with NaN-propagating max",
+                    fmt_time(r["hlotrace_s"]),
+                    fmt_time(r["jax_nan_s"]),
+                    fmt_ratio(r["ratio_nan_peer"]),
+                    "—",
+                ]
+            )
+            rows.append(
+                [
+                    "softmax: eager / compiled",
+                    fmt_time(r["eager_s"]),
+                    fmt_time(r["hlotrace_s"]),
+                    fmt_ratio(r["eager_ratio"]),
+                    "—",
+                ]
+            )
+        elif r["bench"] == "compile":
+            rows.append(
+                [
+                    f"first call, {r['n_ops']}-op chain",
+                    fmt_time(r["hlotrace_s"]),
+                    fmt_time(r["jax_s"]),
+                    fmt_ratio(r["ratio"]),
+                    target,
+                ]
+            )
+    print_table(
+        ["benchmark", "hlotrace (a)", "peer (b)", "a / b", "issue target"],
+        rows,
+        title="== summary (peer: jax.jit unless stated; best-of-repeat) ==",
+    )
+    print(f"total wall time {fmt_time(time.perf_counter() - start)}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

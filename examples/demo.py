@@ -43,7 +43,9 @@ def main():
     fused_softmax(x)  # first call: eager run, recorded, lowered, compiled
     first_call = time.perf_counter() - start
     y = fused_softmax(x)  # compiled executable; y stays on the device
-    print(f"platform: {runtime.platform_name()}   input: f32{list(SHAPE)}   first call (eager+record+lower+compile): {first_call:.3f} s")
+    print(
+        f"platform: {runtime.platform_name()}   input: f32{list(SHAPE)}   first call (eager+record+lower+compile): {first_call:.3f} s"
+    )
     print(y.numpy().shape, F.softmax(x, axis=-1).numpy().sum(-1)[0, :3])
 
     print("\n== recorded trace ==")

@@ -20,6 +20,15 @@ F = functional
 __version__ = "0.1.0"
 
 __all__ = [
-    "BackendError", "F", "HlotraceError", "LoweringError", "OpError", "Tensor", "TraceError",
-    "dtypes", "functional", "tensor", "xla_trace",
+    "BackendError",
+    "F",
+    "HlotraceError",
+    "LoweringError",
+    "OpError",
+    "Tensor",
+    "TraceError",
+    "dtypes",
+    "functional",
+    "tensor",
+    "xla_trace",
 ]

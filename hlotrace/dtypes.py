@@ -30,11 +30,19 @@ FLOATING = (float16, bfloat16, float32)
 # Short names as written on the command line (``f32[64,1000]``) and in MLIR types.
 SHORT_NAMES = {bool_: "i1", int32: "i32", float16: "f16", bfloat16: "bf16", float32: "f32"}
 _BY_NAME = {
-    "bool": bool_, "pred": bool_, "i1": bool_,
-    "int32": int32, "i32": int32,
-    "float16": float16, "f16": float16, "half": float16,
-    "bfloat16": bfloat16, "bf16": bfloat16,
-    "float32": float32, "f32": float32, "float": float32,
+    "bool": bool_,
+    "pred": bool_,
+    "i1": bool_,
+    "int32": int32,
+    "i32": int32,
+    "float16": float16,
+    "f16": float16,
+    "half": float16,
+    "bfloat16": bfloat16,
+    "bf16": bfloat16,
+    "float32": float32,
+    "f32": float32,
+    "float": float32,
 }
 
 # 64-bit and narrower NumPy types map onto the supported set (like JAX without x64).
@@ -64,9 +72,7 @@ def canonicalize(dtype) -> np.dtype:
         return dt
     if dt in _CANONICAL:
         return _CANONICAL[dt]
-    raise ShapeDtypeError(
-        f"dtype {dt} is not supported (supported: {', '.join(str(d) for d in SUPPORTED)})"
-    )
+    raise ShapeDtypeError(f"dtype {dt} is not supported (supported: {', '.join(str(d) for d in SUPPORTED)})")
 
 
 def from_name(name: str) -> np.dtype | None:

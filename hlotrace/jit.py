@@ -30,6 +30,7 @@ DUMP_ENV = "HLOTRACE_DUMP_TO"
 
 # -- argument flattening (the per-call hot path) -----------------------------------------
 
+
 def _flatten(obj, leaves: list, key: list) -> None:
     kind = type(obj)
     if kind is Tensor:

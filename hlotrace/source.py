@@ -34,4 +34,3 @@ def user_location(skip: int = 1) -> SourceLocation | None:
             return SourceLocation(filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return None
-

@@ -102,9 +102,7 @@ class Tensor:
     def __bool__(self) -> bool:
         _refuse_host_value_while_recording("bool()")
         if self.size != 1:
-            raise ValueError(
-                f"the truth value of a tensor of shape {self.shape} is ambiguous; use .any()/.all()"
-            )
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous; use .any()/.all()")
         return bool(self.numpy())
 
     def __float__(self) -> float:
@@ -287,8 +285,9 @@ def tensor(value, dtype=None) -> Tensor:
         array = np.array(value, dtype=target, copy=True)
     except (ShapeDtypeError, ValueError, TypeError) as exc:
         loc = user_location(2)
-        raise OpError(f"tensor(): cannot make a tensor of {type(value).__name__}: {exc}"
-                      + (f" (at {loc})" if loc else "")) from None
+        raise OpError(
+            f"tensor(): cannot make a tensor of {type(value).__name__}: {exc}" + (f" (at {loc})" if loc else "")
+        ) from None
     result = Tensor._from_array(array, checked=True)
     result._origin = user_location(2)
     from hlotrace.ops.registry import current_recorder

@@ -137,7 +137,9 @@ class Trace:
         if doc.get("schema") != SCHEMA:
             raise TraceError(f"not an hlotrace trace (schema {doc.get('schema')!r}, expected {SCHEMA!r})")
         if doc.get("version") != SCHEMA_VERSION:
-            raise TraceError(f"trace schema version {doc.get('version')} is not supported (this hlotrace reads {SCHEMA_VERSION})")
+            raise TraceError(
+                f"trace schema version {doc.get('version')} is not supported (this hlotrace reads {SCHEMA_VERSION})"
+            )
         trace = cls(name=doc["name"])
         for v in doc["vars"]:
             trace.vars[v["id"]] = Var(v["id"], tuple(v["shape"]), dt.canonicalize(v["dtype"]))

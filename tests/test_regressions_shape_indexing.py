@@ -62,8 +62,9 @@ def test_recorded_getitem_survives_json_and_lowers():
     lower_trace(loaded)
 
 
-@pytest.mark.parametrize("index", [1, (-1, slice(None, None, -2)), (None, Ellipsis, slice(1, 3)), Ellipsis,
-                                   (), np.int64(-2)])
+@pytest.mark.parametrize(
+    "index", [1, (-1, slice(None, None, -2)), (None, Ellipsis, slice(1, 3)), Ellipsis, (), np.int64(-2)]
+)
 def test_python_index_forms(index):
     # Guards Tensor.__getitem__ with the forms users write: x[1], x[-1, ::-2], x[None, ..., 1:3],
     # x[...], x[()] and NumPy integer scalars.

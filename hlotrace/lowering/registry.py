@@ -38,11 +38,11 @@ def rule(op_name: str):
 
 @dataclass(frozen=True, slots=True)
 class LoweringRuleContext:
-    in_avals: tuple[Aval, ...]        # shape/dtype of each operand, in order
-    out_avals: tuple[Aval, ...]       # recorded shape/dtype of each result
-    op_name: str                      # registry name of the op being lowered
-    record_index: int                 # position of the OpRecord in the trace
-    location: SourceLocation | None   # the user's source line that applied the op
+    in_avals: tuple[Aval, ...]  # shape/dtype of each operand, in order
+    out_avals: tuple[Aval, ...]  # recorded shape/dtype of each result
+    op_name: str  # registry name of the op being lowered
+    record_index: int  # position of the OpRecord in the trace
+    location: SourceLocation | None  # the user's source line that applied the op
 
     @property
     def out_aval(self) -> Aval:

@@ -75,31 +75,74 @@ def _binary(name, reference, infer, sample, doc):
     register_op(OpDef(name=name, family=FAMILY, reference=reference, infer=infer, sample=sample, doc=doc))
 
 
-_binary("add", _in_dtype(None, np.add), _arith_infer(None),
-        lambda s: s.elementwise(2, s.ALL), "x + y (logical or on bool)")
-_binary("subtract", _in_dtype(None, np.subtract), _arith_infer("subtract"),
-        lambda s: s.elementwise(2, s.NUMERIC), "x - y")
-_binary("multiply", _in_dtype(None, np.multiply), _arith_infer(None),
-        lambda s: s.elementwise(2, s.ALL), "x * y (logical and on bool)")
-_binary("divide", _divide_reference, _divide_infer,
-        lambda s: s.elementwise(2, s.ALL), "true division x / y; integer operands give float32")
-_binary("power", _power_reference, _arith_infer("power"),
-        lambda s: s.power_sample(), "x ** y; integer x to a negative integer power is an error")
-_binary("maximum", _in_dtype(None, np.maximum), _arith_infer(None),
-        lambda s: s.elementwise(2, s.ALL), "elementwise max, NaN-propagating")
-_binary("minimum", _in_dtype(None, np.minimum), _arith_infer(None),
-        lambda s: s.elementwise(2, s.ALL), "elementwise min, NaN-propagating")
+_binary(
+    "add", _in_dtype(None, np.add), _arith_infer(None), lambda s: s.elementwise(2, s.ALL), "x + y (logical or on bool)"
+)
+_binary(
+    "subtract", _in_dtype(None, np.subtract), _arith_infer("subtract"), lambda s: s.elementwise(2, s.NUMERIC), "x - y"
+)
+_binary(
+    "multiply",
+    _in_dtype(None, np.multiply),
+    _arith_infer(None),
+    lambda s: s.elementwise(2, s.ALL),
+    "x * y (logical and on bool)",
+)
+_binary(
+    "divide",
+    _divide_reference,
+    _divide_infer,
+    lambda s: s.elementwise(2, s.ALL),
+    "true division x / y; integer operands give float32",
+)
+_binary(
+    "power",
+    _power_reference,
+    _arith_infer("power"),
+    lambda s: s.power_sample(),
+    "x ** y; integer x to a negative integer power is an error",
+)
+_binary(
+    "maximum",
+    _in_dtype(None, np.maximum),
+    _arith_infer(None),
+    lambda s: s.elementwise(2, s.ALL),
+    "elementwise max, NaN-propagating",
+)
+_binary(
+    "minimum",
+    _in_dtype(None, np.minimum),
+    _arith_infer(None),
+    lambda s: s.elementwise(2, s.ALL),
+    "elementwise min, NaN-propagating",
+)
 
-for _name, _ufunc in [("equal", np.equal), ("not_equal", np.not_equal), ("less", np.less),
-                      ("less_equal", np.less_equal), ("greater", np.greater),
-                      ("greater_equal", np.greater_equal)]:
-    _binary(_name, _in_dtype(None, _ufunc), _compare_infer,
-            lambda s: s.elementwise(2, s.ALL), f"comparison ({_name}); IEEE semantics for NaN")
+for _name, _ufunc in [
+    ("equal", np.equal),
+    ("not_equal", np.not_equal),
+    ("less", np.less),
+    ("less_equal", np.less_equal),
+    ("greater", np.greater),
+    ("greater_equal", np.greater_equal),
+]:
+    _binary(
+        _name,
+        _in_dtype(None, _ufunc),
+        _compare_infer,
+        lambda s: s.elementwise(2, s.ALL),
+        f"comparison ({_name}); IEEE semantics for NaN",
+    )
 
-_binary("logical_and", np.logical_and, _logical_infer, lambda s: s.elementwise(2, s.ALL),
-        "truth of x and y (nonzero is true)")
-_binary("logical_or", np.logical_or, _logical_infer, lambda s: s.elementwise(2, s.ALL),
-        "truth of x or y (nonzero is true)")
+_binary(
+    "logical_and",
+    np.logical_and,
+    _logical_infer,
+    lambda s: s.elementwise(2, s.ALL),
+    "truth of x and y (nonzero is true)",
+)
+_binary(
+    "logical_or", np.logical_or, _logical_infer, lambda s: s.elementwise(2, s.ALL), "truth of x or y (nonzero is true)"
+)
 
 
 # -- unary ----------------------------------------------------------------------------
@@ -143,13 +186,29 @@ def _unary(name, reference, infer, sample, doc):
 
 _unary("negative", np.negative, _same_infer("negative"), lambda s: s.elementwise(1, s.NUMERIC), "-x")
 _unary("abs", np.abs, _same_infer(None), lambda s: s.elementwise(1, s.ALL), "|x|")
-for _name, _ufunc in [("exp", np.exp), ("log", np.log), ("sqrt", np.sqrt), ("tanh", np.tanh),
-                      ("sin", np.sin), ("cos", np.cos)]:
-    _unary(_name, _float_reference(_ufunc), _float_infer,
-           lambda s, _n=_name: s.elementwise(1, s.ALL, elements=s.unary_elements(_n)), f"{_name}(x)")
+for _name, _ufunc in [
+    ("exp", np.exp),
+    ("log", np.log),
+    ("sqrt", np.sqrt),
+    ("tanh", np.tanh),
+    ("sin", np.sin),
+    ("cos", np.cos),
+]:
+    _unary(
+        _name,
+        _float_reference(_ufunc),
+        _float_infer,
+        lambda s, _n=_name: s.elementwise(1, s.ALL, elements=s.unary_elements(_n)),
+        f"{_name}(x)",
+    )
 _unary("rsqrt", _rsqrt, _float_infer, lambda s: s.elementwise(1, s.ALL), "1 / sqrt(x)")
-_unary("logical_not", np.logical_not, lambda x: Aval(x.shape, dt.bool_),
-       lambda s: s.elementwise(1, s.ALL), "not x (nonzero is true)")
+_unary(
+    "logical_not",
+    np.logical_not,
+    lambda x: Aval(x.shape, dt.bool_),
+    lambda s: s.elementwise(1, s.ALL),
+    "not x (nonzero is true)",
+)
 
 
 # -- where, astype ----------------------------------------------------------------------
@@ -164,11 +223,17 @@ def _where_reference(cond, x, y):
     return np.where(cond.astype(bool, copy=False), x.astype(common, copy=False), y.astype(common, copy=False))
 
 
-register_op(OpDef(
-    name="where", family=FAMILY, reference=_where_reference, infer=_where_infer,
-    sample=lambda s: s.where_sample(), promote_inputs=(1, 2),
-    doc="x where cond is true (nonzero), else y; the unselected branch never leaks NaN/inf",
-))
+register_op(
+    OpDef(
+        name="where",
+        family=FAMILY,
+        reference=_where_reference,
+        infer=_where_infer,
+        sample=lambda s: s.where_sample(),
+        promote_inputs=(1, 2),
+        doc="x where cond is true (nonzero), else y; the unselected branch never leaks NaN/inf",
+    )
+)
 
 
 def _astype_canonicalize(avals, attrs):
@@ -188,8 +253,14 @@ def _astype_reference(x, *, dtype):
     return x.astype(dtype)
 
 
-register_op(OpDef(
-    name="astype", family=FAMILY, reference=_astype_reference, infer=_astype_infer,
-    canonicalize=_astype_canonicalize, sample=lambda s: s.astype_sample(),
-    doc="cast to dtype; float→int truncates toward zero (NaN/inf/out of range: undefined, as in NumPy)",
-))
+register_op(
+    OpDef(
+        name="astype",
+        family=FAMILY,
+        reference=_astype_reference,
+        infer=_astype_infer,
+        canonicalize=_astype_canonicalize,
+        sample=lambda s: s.astype_sample(),
+        doc="cast to dtype; float→int truncates toward zero (NaN/inf/out of range: undefined, as in NumPy)",
+    )
+)

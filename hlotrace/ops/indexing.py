@@ -89,8 +89,11 @@ def _parse(index) -> list:
 
 
 def _canonical_slice(item: slice, dim: int) -> tuple:
-    start, stop, step = (_slice_part(item.start, "start"), _slice_part(item.stop, "stop"),
-                         _slice_part(item.step, "step"))
+    start, stop, step = (
+        _slice_part(item.start, "start"),
+        _slice_part(item.stop, "stop"),
+        _slice_part(item.step, "step"),
+    )
     if step == 0:
         raise ShapeDtypeError("slice step cannot be zero")
     start, stop, step = slice(start, stop, step).indices(dim)
@@ -114,7 +117,7 @@ def _getitem_canonicalize(avals, attrs):
     if not ellipses:
         items.append(Ellipsis)
     at = items.index(Ellipsis)
-    items[at:at + 1] = [slice(None)] * (rank - consumed)
+    items[at : at + 1] = [slice(None)] * (rank - consumed)
 
     canonical = []
     dims = iter(enumerate(x.shape))
@@ -146,8 +149,14 @@ def _getitem_reference(x, *, index):
     return x[tuple(_from_canonical(entry) for entry in index)]
 
 
-register_op(OpDef(
-    name="getitem", family=FAMILY, reference=_getitem_reference, infer=_getitem_infer,
-    canonicalize=_getitem_canonicalize, sample=lambda s: s.getitem_sample(),
-    doc="basic indexing x[index]: ints, slices (any step), None, Ellipsis",
-))
+register_op(
+    OpDef(
+        name="getitem",
+        family=FAMILY,
+        reference=_getitem_reference,
+        infer=_getitem_infer,
+        canonicalize=_getitem_canonicalize,
+        sample=lambda s: s.getitem_sample(),
+        doc="basic indexing x[index]: ints, slices (any step), None, Ellipsis",
+    )
+)

@@ -98,7 +98,7 @@ def _sample(s):
             if rank == 1:
                 return (k,)
             # Some batch dims are 1 so that they broadcast against the other operand's.
-            own = [1 if draw(st.integers(0, 3)) == 0 else d for d in batch[len(batch) - (rank - 2):]]
+            own = [1 if draw(st.integers(0, 3)) == 0 else d for d in batch[len(batch) - (rank - 2) :]]
             return (*own, *matrix)
 
         shape_a = operand_shape(rank_a, (k, n) if transpose_a else (n, k))
@@ -124,9 +124,15 @@ def _sample(s):
     return sample()
 
 
-register_op(OpDef(
-    name="matmul", family=FAMILY, reference=_reference, infer=_infer, canonicalize=_canonicalize,
-    sample=_sample,
-    doc="NumPy matmul with batch broadcasting; transpose_a/transpose_b swap an operand's last two "
+register_op(
+    OpDef(
+        name="matmul",
+        family=FAMILY,
+        reference=_reference,
+        infer=_infer,
+        canonicalize=_canonicalize,
+        sample=_sample,
+        doc="NumPy matmul with batch broadcasting; transpose_a/transpose_b swap an operand's last two "
         "dims first (no-op on vectors); bool is logical, float16/bfloat16 accumulate in float32",
-))
+    )
+)

@@ -130,7 +130,14 @@ _REFERENCES = {
 }
 
 for _name, (_reference, _doc) in _REFERENCES.items():
-    register_op(OpDef(
-        name=_name, family=FAMILY, reference=_reference, infer=_infer(_name),
-        canonicalize=_canonicalize, sample=lambda s, _n=_name: _sample(s, _n), doc=_doc,
-    ))
+    register_op(
+        OpDef(
+            name=_name,
+            family=FAMILY,
+            reference=_reference,
+            infer=_infer(_name),
+            canonicalize=_canonicalize,
+            sample=lambda s, _n=_name: _sample(s, _n),
+            doc=_doc,
+        )
+    )

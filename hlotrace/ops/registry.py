@@ -175,8 +175,7 @@ def _as_output(op: OpDef, result, aval: Aval):
         array = array.astype(aval.dtype)
     if array.shape != aval.shape:
         raise AssertionError(
-            f"internal error in op {op.name!r}: reference produced shape {array.shape}, "
-            f"inference said {aval.shape}"
+            f"internal error in op {op.name!r}: reference produced shape {array.shape}, inference said {aval.shape}"
         )
     return Tensor._from_array(array, checked=True)
 

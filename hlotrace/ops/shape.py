@@ -68,13 +68,17 @@ def _reshape_canonicalize(avals, attrs):
     return {"shape": shape}
 
 
-register_op(OpDef(
-    name="reshape", family=FAMILY,
-    reference=lambda x, *, shape: np.reshape(x, shape),
-    infer=lambda x, *, shape: Aval(shape, x.dtype),
-    canonicalize=_reshape_canonicalize, sample=lambda s: s.reshape_sample(),
-    doc="reshape (row-major); one dim may be -1; stored shape has it resolved",
-))
+register_op(
+    OpDef(
+        name="reshape",
+        family=FAMILY,
+        reference=lambda x, *, shape: np.reshape(x, shape),
+        infer=lambda x, *, shape: Aval(shape, x.dtype),
+        canonicalize=_reshape_canonicalize,
+        sample=lambda s: s.reshape_sample(),
+        doc="reshape (row-major); one dim may be -1; stored shape has it resolved",
+    )
+)
 
 
 # -- transpose --------------------------------------------------------------------------
@@ -95,13 +99,17 @@ def _transpose_canonicalize(avals, attrs):
     return {"perm": normalized}
 
 
-register_op(OpDef(
-    name="transpose", family=FAMILY,
-    reference=lambda x, *, perm: np.transpose(x, perm),
-    infer=lambda x, *, perm: Aval(tuple(x.shape[p] for p in perm), x.dtype),
-    canonicalize=_transpose_canonicalize, sample=lambda s: s.transpose_sample(),
-    doc="permute dims; perm None reverses them; stored perm is explicit and non-negative",
-))
+register_op(
+    OpDef(
+        name="transpose",
+        family=FAMILY,
+        reference=lambda x, *, perm: np.transpose(x, perm),
+        infer=lambda x, *, perm: Aval(tuple(x.shape[p] for p in perm), x.dtype),
+        canonicalize=_transpose_canonicalize,
+        sample=lambda s: s.transpose_sample(),
+        doc="permute dims; perm None reverses them; stored perm is explicit and non-negative",
+    )
+)
 
 
 # -- broadcast_to -----------------------------------------------------------------------
@@ -122,13 +130,17 @@ def _broadcast_to_canonicalize(avals, attrs):
     return {"shape": shape}
 
 
-register_op(OpDef(
-    name="broadcast_to", family=FAMILY,
-    reference=lambda x, *, shape: np.broadcast_to(x, shape),
-    infer=lambda x, *, shape: Aval(shape, x.dtype),
-    canonicalize=_broadcast_to_canonicalize, sample=lambda s: s.broadcast_to_sample(),
-    doc="NumPy broadcast_to: trailing dims match or are 1",
-))
+register_op(
+    OpDef(
+        name="broadcast_to",
+        family=FAMILY,
+        reference=lambda x, *, shape: np.broadcast_to(x, shape),
+        infer=lambda x, *, shape: Aval(shape, x.dtype),
+        canonicalize=_broadcast_to_canonicalize,
+        sample=lambda s: s.broadcast_to_sample(),
+        doc="NumPy broadcast_to: trailing dims match or are 1",
+    )
+)
 
 
 # -- expand_dims, squeeze ---------------------------------------------------------------
@@ -151,13 +163,17 @@ def _expand_dims_infer(x: Aval, *, axis) -> Aval:
     return Aval(tuple(1 if i in axis else next(dims) for i in range(rank)), x.dtype)
 
 
-register_op(OpDef(
-    name="expand_dims", family=FAMILY,
-    reference=lambda x, *, axis: np.expand_dims(x, axis),
-    infer=_expand_dims_infer, canonicalize=_expand_dims_canonicalize,
-    sample=lambda s: s.expand_dims_sample(),
-    doc="insert size-1 dims at axis (int or tuple, positions in the result)",
-))
+register_op(
+    OpDef(
+        name="expand_dims",
+        family=FAMILY,
+        reference=lambda x, *, axis: np.expand_dims(x, axis),
+        infer=_expand_dims_infer,
+        canonicalize=_expand_dims_canonicalize,
+        sample=lambda s: s.expand_dims_sample(),
+        doc="insert size-1 dims at axis (int or tuple, positions in the result)",
+    )
+)
 
 
 def _squeeze_canonicalize(avals, attrs):
@@ -172,13 +188,17 @@ def _squeeze_canonicalize(avals, attrs):
     return {"axis": axes}
 
 
-register_op(OpDef(
-    name="squeeze", family=FAMILY,
-    reference=lambda x, *, axis: np.squeeze(x, axis),
-    infer=lambda x, *, axis: Aval(tuple(d for i, d in enumerate(x.shape) if i not in axis), x.dtype),
-    canonicalize=_squeeze_canonicalize, sample=lambda s: s.squeeze_sample(),
-    doc="remove size-1 dims (all of them when axis is None); stored axis is explicit",
-))
+register_op(
+    OpDef(
+        name="squeeze",
+        family=FAMILY,
+        reference=lambda x, *, axis: np.squeeze(x, axis),
+        infer=lambda x, *, axis: Aval(tuple(d for i, d in enumerate(x.shape) if i not in axis), x.dtype),
+        canonicalize=_squeeze_canonicalize,
+        sample=lambda s: s.squeeze_sample(),
+        doc="remove size-1 dims (all of them when axis is None); stored axis is explicit",
+    )
+)
 
 
 # -- concat -----------------------------------------------------------------------------
@@ -204,7 +224,7 @@ def _concat_infer(*avals: Aval, axis) -> Aval:
                     f"inputs must match except on axis {axis}: dim {d} is {m} in input 0 and {n} in input {i}"
                 )
     size = sum(a.shape[axis] for a in avals)
-    return Aval((*first[:axis], size, *first[axis + 1:]), dt.promote(*(a.dtype for a in avals)))
+    return Aval((*first[:axis], size, *first[axis + 1 :]), dt.promote(*(a.dtype for a in avals)))
 
 
 def _concat_reference(*arrays, axis):
@@ -212,8 +232,15 @@ def _concat_reference(*arrays, axis):
     return np.concatenate([a.astype(common, copy=False) for a in arrays], axis=axis)
 
 
-register_op(OpDef(
-    name="concat", family=FAMILY, reference=_concat_reference, infer=_concat_infer,
-    canonicalize=_concat_canonicalize, sample=lambda s: s.concat_sample(), variadic=True,
-    doc="concatenate along axis; dtypes promote across all inputs",
-))
+register_op(
+    OpDef(
+        name="concat",
+        family=FAMILY,
+        reference=_concat_reference,
+        infer=_concat_infer,
+        canonicalize=_concat_canonicalize,
+        sample=lambda s: s.concat_sample(),
+        variadic=True,
+        doc="concatenate along axis; dtypes promote across all inputs",
+    )
+)

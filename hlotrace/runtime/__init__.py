@@ -100,8 +100,14 @@ def module_fingerprint(module_text: str) -> str:
     return hashlib.sha256(module_text.encode()).hexdigest()
 
 
-def compile(module_text: str, in_avals, out_avals, *, platform: str | None = None,  # noqa: A001
-            disabled_xla_passes: tuple[str, ...] = ()) -> Executable:
+def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
+    module_text: str,
+    in_avals,
+    out_avals,
+    *,
+    platform: str | None = None,
+    disabled_xla_passes: tuple[str, ...] = (),
+) -> Executable:
     """Compile StableHLO text (cached by fingerprint, avals, device and options).
 
     >>> exe = compile(text, [Aval((4,), f32)], [Aval((4,), f32)])

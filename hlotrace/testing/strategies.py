@@ -92,8 +92,9 @@ def elementwise(draw, n, dtypes_=ALL, elements=None, scalars=True, same_dtype=Fa
 
     ``elements``: None, or a function dtype -> element strategy (ranges per op).
     """
-    shapes_ = draw(hnp.mutually_broadcastable_shapes(num_shapes=n, min_dims=0, max_dims=max_dims,
-                                                      min_side=0, max_side=5)).input_shapes
+    shapes_ = draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=n, min_dims=0, max_dims=max_dims, min_side=0, max_side=5)
+    ).input_shapes
     first = draw(dtypes(dtypes_))
     args = []
     for shape in shapes_:
@@ -115,7 +116,9 @@ def unary_elements(name):
         return lambda dtype: default_elements(dtype, -8.0, 8.0) if dtype != dt.int32 else default_elements(dtype, -8, 8)
     if name in ("sin", "cos"):
         # Argument reduction of large inputs differs between libm and XLA in low bits.
-        return lambda dtype: default_elements(dtype, -100.0, 100.0) if dtype != dt.int32 else default_elements(dtype, -100, 100)
+        return lambda dtype: (
+            default_elements(dtype, -100.0, 100.0) if dtype != dt.int32 else default_elements(dtype, -100, 100)
+        )
     return lambda dtype: default_elements(dtype, -1e4, 1e4) if dtype != dt.bool_ else default_elements(dtype)
 
 
@@ -227,7 +230,7 @@ def broadcast_to_sample(draw):
     """A target shape and an input that is a suffix of it with some dims set to 1."""
     dtype, target = draw(dtypes(ALL)), draw(shapes())
     rank = draw(st.integers(0, len(target)))
-    suffix = target[len(target) - rank:]
+    suffix = target[len(target) - rank :]
     shape = tuple(1 if draw(st.booleans()) else d for d in suffix)
     return OpSample((draw(distinct_arrays(dtype, shape)),), {"shape": tuple(target)})
 
@@ -236,7 +239,7 @@ def broadcast_to_sample(draw):
 def expand_dims_sample(draw):
     dtype, shape = draw(dtypes(ALL)), draw(shapes(max_dims=3))
     out_rank = len(shape) + draw(st.integers(0, 3))
-    axes = draw(st.permutations(range(out_rank)))[:out_rank - len(shape)]
+    axes = draw(st.permutations(range(out_rank)))[: out_rank - len(shape)]
     axes = [_maybe_negative(draw, a, out_rank) for a in axes]
     return OpSample((draw(distinct_arrays(dtype, shape)),), {"axis": _axis_attr(draw, axes)})
 
@@ -288,7 +291,7 @@ def getitem_sample(draw):
     items = [_basic_index_item(draw, d) for d in shape[:lead]]
     if ellipsis:
         items.append(Ellipsis)
-    items += [_basic_index_item(draw, d) for d in shape[rank - tail:]]
+    items += [_basic_index_item(draw, d) for d in shape[rank - tail :]]
     for _ in range(draw(st.integers(0, 2))):
         items.insert(draw(st.integers(0, len(items))), None)
     index = items[0] if len(items) == 1 and draw(st.booleans()) else tuple(items)
@@ -326,6 +329,7 @@ def axis_choice(rank):
     if rank == 0:
         return st.sampled_from((None, ()))
     single = st.integers(0, rank - 1).flatmap(signed)
-    several = (st.lists(st.integers(0, rank - 1), unique=True, max_size=rank)
-               .flatmap(lambda axes: st.tuples(*(signed(a) for a in axes))))
+    several = st.lists(st.integers(0, rank - 1), unique=True, max_size=rank).flatmap(
+        lambda axes: st.tuples(*(signed(a) for a in axes))
+    )
     return st.one_of(st.none(), single, several)

@@ -74,7 +74,8 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance,
     if np.any(bad):
         positions = np.argwhere(bad)[:5]
         details = ", ".join(
-            f"at {tuple(int(i) for i in p)}: got {actual[tuple(p)]!r}, expected {expected[tuple(p)]!r}" for p in positions
+            f"at {tuple(int(i) for i in p)}: got {actual[tuple(p)]!r}, expected {expected[tuple(p)]!r}"
+            for p in positions
         )
         raise AssertionError(
             f"{prefix}{int(np.sum(bad))} of {expected.size} elements differ "

@@ -57,8 +57,14 @@ def _comparison(direction):
     return lower
 
 
-for _name, _direction in [("equal", "EQ"), ("not_equal", "NE"), ("less", "LT"),
-                          ("less_equal", "LE"), ("greater", "GT"), ("greater_equal", "GE")]:
+for _name, _direction in [
+    ("equal", "EQ"),
+    ("not_equal", "NE"),
+    ("less", "LT"),
+    ("less_equal", "LE"),
+    ("greater", "GT"),
+    ("greater_equal", "GE"),
+]:
     rule(_name)(_comparison(_direction))
 
 

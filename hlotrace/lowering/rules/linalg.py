@@ -104,8 +104,9 @@ def _matmul(ctx, a, b, *, transpose_a, transpose_b):
     m = shape_b[-2] if transpose_b else shape_b[-1]
     sizes = {**dict(enumerate(batch_out)), "n": n, "m": m}
     dot_shape = [sizes[d] for d in layout]
-    result = stablehlo.DotGeneralOp(hlo.tensor_type(dot_shape, dot_dtype), a, b, numbers,
-                                    precision_config=_precision(dot_dtype)).result
+    result = stablehlo.DotGeneralOp(
+        hlo.tensor_type(dot_shape, dot_dtype), a, b, numbers, precision_config=_precision(dot_dtype)
+    ).result
 
     if out.dtype == dt.bool_:
         result = hlo.compare(result, hlo.constant(0, dt.int32, dot_shape), "NE", dt.int32)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hlotrace.errors import TraceError
+from hlotrace.ops.registry import _RECORDER
 from hlotrace.tensor import Tensor
 from hlotrace.trace import Recorder, Trace
 
@@ -158,6 +159,10 @@ class TracedFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
+        if _RECORDER.get() is not None:
+            # Called while another function is being recorded: inline it, so its ops
+            # join the outer trace (as a nested jax.jit does).
+            return self.fn(*args, **kwargs)
         if not kwargs:
             # Hot path: positional Tensors only. The key is (shape, dtype) per argument,
             # read straight from the array the Tensor holds.

@@ -204,3 +204,20 @@ def test_dump_to_directory(tmp_path, monkeypatch):
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["dumped.1.compiled.hlo.txt", "dumped.1.stablehlo.mlir", "dumped.1.trace.json"]
     assert "stablehlo.tanh" in (tmp_path / "dumped.1.stablehlo.mlir").read_text()
+
+
+def test_traced_function_called_while_recording_is_inlined():
+    @xla_trace
+    def inner(x):
+        return F.tanh(x) * 2.0
+
+    @xla_trace
+    def outer(x):
+        return inner(x) + 1.0
+
+    x = _t((3,))
+    inner(x)
+    inner(x)  # inner now has a compiled entry; outer must still record inner's ops
+    outer(x)
+    np.testing.assert_allclose(outer(x).numpy(), np.tanh(x.numpy()) * 2.0 + 1.0, rtol=1e-6)
+    assert [r.op for r in outer.trace.records] == ["tanh", "multiply", "add"]

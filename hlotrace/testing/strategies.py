@@ -99,15 +99,17 @@ def elementwise(draw, n, dtypes_=ALL, elements=None, scalars=True, same_dtype=Fa
     ).input_shapes
     first = draw(dtypes(dtypes_))
     args = []
+    drawn_dtypes = []
     for shape in shapes_:
         dtype = first if same_dtype else draw(st.one_of(st.just(first), dtypes(dtypes_)))
+        drawn_dtypes.append(dtype)
         elems = elements(dtype) if elements is not None else None
         if scalars and n > 1 and draw(st.integers(0, 5)) == 0:
             args.append(draw(scalar_of(dtype, elems)))
         else:
             args.append(draw(arrays(dtype, shape, elems)))
     if all(not isinstance(a, np.ndarray) for a in args):
-        args[0] = np.asarray(args[0], dtype=first)
+        args[0] = np.asarray(args[0], dtype=drawn_dtypes[0])
     return OpSample(tuple(args))
 
 

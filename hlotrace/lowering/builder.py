@@ -56,10 +56,14 @@ def _location(index: int, op_name: str, record_location) -> ir.Location:
     return ir.Location.name(name, childLoc=ir.Location.file(record_location.file, record_location.line, 0))
 
 
+def _at(record) -> str:
+    """`` at file:line (in fn)`` for error messages; built only when an error is raised."""
+    return f" at {record.location}" if record.location else ""
+
+
 def _missing_rule(index: int, record) -> LoweringError:
-    where = f" at {record.location}" if record.location else ""
     return LoweringError(
-        f"no lowering rule for op {record.op!r} (record {index}){where}; "
+        f"no lowering rule for op {record.op!r} (record {index}){_at(record)}; "
         f"ops with rules: {', '.join(sorted(RULES))}. Register one with @hlotrace.lowering.rule({record.op!r})."
     )
 
@@ -102,7 +106,6 @@ def _lower_record(trace: Trace, index: int, record, env: dict) -> None:
     in_avals = tuple(trace.aval(v) for v in record.inputs)
     out_avals = tuple(trace.aval(v) for v in record.outputs)
     rule_ctx = LoweringRuleContext(in_avals, out_avals, record.op, index, record.location)
-    where = f" at {record.location}" if record.location else ""
     with _location(index, record.op, record.location):
         try:
             results = fn(rule_ctx, *[env[v] for v in record.inputs], **record.attrs)
@@ -110,20 +113,20 @@ def _lower_record(trace: Trace, index: int, record, env: dict) -> None:
             raise
         except Exception as exc:
             raise LoweringError(
-                f"lowering rule for {record.op!r} (record {index}){where} failed on inputs "
+                f"lowering rule for {record.op!r} (record {index}){_at(record)} failed on inputs "
                 f"{', '.join(map(str, in_avals))} with attrs {record.attrs}: {type(exc).__name__}: {exc}"
             ) from exc
     if not isinstance(results, list | tuple):
         results = [results]
     if len(results) != len(out_avals):
         raise LoweringError(
-            f"lowering rule for {record.op!r} (record {index}){where} returned {len(results)} values, expected {len(out_avals)}"
+            f"lowering rule for {record.op!r} (record {index}){_at(record)} returned {len(results)} values, expected {len(out_avals)}"
         )
     for var_id, value, aval in zip(record.outputs, results, out_avals, strict=True):
         expected = hlo.aval_type(aval)
         if value.type != expected:
             raise LoweringError(
-                f"lowering rule for {record.op!r} (record {index}){where} produced {value.type}, "
+                f"lowering rule for {record.op!r} (record {index}){_at(record)} produced {value.type}, "
                 f"but the recorded output is {aval} ({expected})"
             )
         env[var_id] = value

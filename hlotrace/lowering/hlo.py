@@ -67,7 +67,7 @@ def convert(value: ir.Value, aval: Aval, dtype) -> ir.Value:
     return stablehlo.ConvertOp(tensor_type(aval.shape, dtype), value).result
 
 
-def broadcast_in_dim(value: ir.Value, shape, target_shape, dims) -> ir.Value:
+def broadcast_in_dim(value: ir.Value, target_shape, dims) -> ir.Value:
     dtype_type = ir.RankedTensorType(value.type).element_type
     result_type = ir.RankedTensorType.get(list(target_shape), dtype_type)
     return stablehlo.BroadcastInDimOp(result_type, value, list(dims)).result
@@ -78,11 +78,10 @@ def broadcast_to(value: ir.Value, aval: Aval, target_shape) -> ir.Value:
     target_shape = tuple(target_shape)
     if aval.shape == target_shape:
         return value
+    # Operand dims map onto the trailing result dims; broadcast_in_dim stretches size-1
+    # dims itself, which is exactly NumPy's rule.
     offset = len(target_shape) - len(aval.shape)
-    # Size-1 dims that must stretch are reshaped away first: broadcast_in_dim only maps
-    # dims that either match or are 1, which is exactly NumPy's rule, so keep them.
-    dims = list(range(offset, len(target_shape)))
-    return broadcast_in_dim(value, aval.shape, target_shape, dims)
+    return broadcast_in_dim(value, target_shape, list(range(offset, len(target_shape))))
 
 
 def to_aval(value: ir.Value, aval: Aval, target: Aval) -> ir.Value:

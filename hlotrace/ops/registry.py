@@ -119,8 +119,6 @@ def apply(op: OpDef, *inputs, **attrs):
     converted = []  # positions of operands that were not Tensors: constants in a trace
     weak_positions = []
     for i, x in enumerate(inputs):
-        if type(x) is Tensor:
-            continue
         if isinstance(x, Tensor):
             continue
         kind = dt.python_scalar_kind(x)

@@ -132,7 +132,3 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     exe._puts = [jaxlib_compat.make_host_to_device(a.shape, a.dtype, device) for a in in_avals]
     _compile_cache[key] = exe
     return exe
-
-
-def to_host(buffer) -> np.ndarray:
-    return np.asarray(buffer)

@@ -17,7 +17,7 @@ import threading
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 import numpy as np
-from jaxlib.mlir import ir, passmanager
+from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import chlo, func, stablehlo  # noqa: F401  (re-exported)
 
 # ---------------------------------------------------------------------------------------
@@ -55,20 +55,6 @@ def shared_context() -> ir.Context:
     return ctx
 
 
-@functools.cache
-def _stablehlo_passes_registered() -> bool:
-    stablehlo.register_stablehlo_passes()
-    return True
-
-
-def run_mlir_pipeline(module: ir.Module, pipeline: str) -> None:
-    """Run MLIR passes given as ``"canonicalize,cse"`` on ``module`` in place."""
-    _stablehlo_passes_registered()
-    with module.context:
-        pm = passmanager.PassManager.parse(f"builtin.module({pipeline})")
-        pm.run(module.operation)
-
-
 def dense_elements(array: np.ndarray, element_type: ir.Type, shaped_type: ir.Type) -> ir.Attribute:
     """DenseElementsAttr of ``array`` (any supported dtype) with type ``shaped_type``.
 
@@ -93,31 +79,6 @@ def _scalar_attr(value, element_type: ir.Type) -> ir.Attribute:
     if np.issubdtype(type(value), np.integer):
         return ir.IntegerAttr.get(element_type, int(value))
     return ir.FloatAttr.get(element_type, float(value))
-
-
-def eval_module(module: ir.Module, args: list[np.ndarray]) -> list[np.ndarray]:
-    """Run ``module`` with the StableHLO reference interpreter (no XLA).
-
-    Aborts the process on rng_bit_generator/custom_call/chlo ops: callers screen first.
-    """
-    with module.context:
-        attrs = []
-        for a in args:
-            shaped = ir.RankedTensorType.get(list(a.shape), _element_type(a.dtype))
-            attrs.append(dense_elements(a, _element_type(a.dtype), shaped))
-        results = stablehlo.eval_module(module, attrs)
-        return [np.asarray(r) for r in results]
-
-
-def _element_type(dtype: np.dtype) -> ir.Type:
-    name = np.dtype(dtype).name
-    return {
-        "bool": lambda: ir.IntegerType.get_signless(1),
-        "int32": lambda: ir.IntegerType.get_signless(32),
-        "float16": ir.F16Type.get,
-        "bfloat16": ir.BF16Type.get,
-        "float32": ir.F32Type.get,
-    }[name]()
 
 
 # ---------------------------------------------------------------------------------------
@@ -242,20 +203,3 @@ def make_executor(executable, out_shapes_dtypes, device):
             return [outs[0] for outs in execute_sharded(buffers).disassemble_into_single_device_arrays()]
 
         return run_disassembled
-
-
-def serialize_executable(client, executable) -> bytes:
-    return client.serialize_executable(executable)
-
-
-def deserialize_executable(client, blob: bytes, device, disabled_xla_passes: tuple[str, ...] = ()):
-    from jax._src.lib import xla_client as xc
-
-    return client.deserialize_executable(blob, xc.DeviceList((device,)), compile_options(disabled_xla_passes))
-
-
-def versions() -> dict[str, str]:
-    import jax
-    import jaxlib
-
-    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__}

@@ -26,7 +26,7 @@ from hlotrace.ops.registry import _RECORDER
 from hlotrace.tensor import Tensor
 from hlotrace.trace import Recorder, Trace
 
-DUMP_ENV = "HLOTRACE_DUMP_TO"
+DUMP_ENV = "HLOTRACE_DUMP_TO"  # also read by hlotrace.lowering.builder on a verifier failure
 
 
 # -- argument flattening (the per-call hot path) -----------------------------------------

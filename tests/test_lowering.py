@@ -101,3 +101,23 @@ def test_splat_constants_keep_negative_zero():
     f(x)
     out = f(x).numpy()
     np.testing.assert_array_equal(np.signbit(out), np.signbit(x.numpy() * -0.0))
+
+
+def test_verifier_failure_is_a_lowering_error_with_record_line_and_dump_hint(monkeypatch, tmp_path):
+    from hlotrace.runtime.jaxlib_compat import stablehlo
+
+    # Types match the recorded aval, so only MLIR's verifier can see the bad dimension.
+    monkeypatch.setitem(RULES, "negative", lambda ctx, x: stablehlo.BroadcastInDimOp(x.type, x, [5]).result)
+    monkeypatch.delenv("HLOTRACE_DUMP_TO", raising=False)
+    with pytest.raises(LoweringError) as info:
+        lower_trace(_trace_with("negative"))
+    message = str(info.value)
+    assert "does not verify" in message and "broadcast_dimensions" in message
+    assert "record 0 'negative' at /work/user_model.py:42" in message
+    assert "last op lowered was record 0 'negative'" in message
+    assert "HLOTRACE_DUMP_TO=DIR" in message
+
+    monkeypatch.setenv("HLOTRACE_DUMP_TO", str(tmp_path))
+    with pytest.raises(LoweringError, match="unverified module is in"):
+        lower_trace(_trace_with("negative"))
+    assert "stablehlo.broadcast_in_dim" in (tmp_path / "handmade.unverified.mlir").read_text()

@@ -7,6 +7,8 @@ Every emitted op carries the location ``rec<index>:<op>`` nested around the user
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 
 from hlotrace.errors import LoweringError
@@ -94,9 +96,54 @@ def lower_trace(trace: Trace, name: str | None = None) -> LoweredModule:
             for index, record in enumerate(trace.records):
                 _lower_record(trace, index, record, env)
             func.ReturnOp([env[v] for v in trace.outputs])
-        if not module.operation.verify():
-            raise LoweringError("the lowered module does not verify; set HLOTRACE_DUMP_TO=dir to inspect it")
+        _verify(module, trace, name or trace.name)
     return LoweredModule(module, in_avals, out_avals, name or trace.name)
+
+
+# Where xla_trace writes every stage (hlotrace.jit reads the same variable).
+DUMP_ENV = "HLOTRACE_DUMP_TO"
+
+
+def _describe_diagnostic(trace: Trace, diagnostic) -> str:
+    """``record 3 'add' at model.py:12 (in f): <message>`` when the location names a record."""
+    match = re.search(r'"rec(\d+):', str(diagnostic.location))
+    if match and int(match.group(1)) < len(trace.records):
+        index = int(match.group(1))
+        record = trace.records[index]
+        return f"record {index} {record.op!r}{_at(record)}: {diagnostic.message}"
+    return f"{diagnostic.location}: {diagnostic.message}"
+
+
+def _verify(module: ir.Module, trace: Trace, name: str) -> None:
+    """Run MLIR's verifier; a failure becomes a LoweringError naming the op and line.
+
+    Each rule's result types are checked as it runs, so what reaches the verifier is an op
+    that is internally inconsistent (bad dimension numbers, out-of-range slice bounds, ...).
+    Its location ``rec<i>:<op>`` names the record; the last record lowered is named too.
+    """
+    try:
+        module.operation.verify()
+        return
+    except ir.MLIRError as exc:
+        diagnostics = [_describe_diagnostic(trace, d) for d in exc.error_diagnostics] or [str(exc)]
+    last = ""
+    if trace.records:
+        index = len(trace.records) - 1
+        record = trace.records[index]
+        last = f"; the last op lowered was record {index} {record.op!r}{_at(record)}"
+    directory = os.environ.get(DUMP_ENV)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"{name}.unverified.mlir")
+        with open(path, "w") as f:
+            f.write(module.operation.get_asm(enable_debug_info=True, print_generic_op_form=True))
+        hint = f"the unverified module is in {path}"
+    else:
+        hint = f"set {DUMP_ENV}=DIR to write the unverified module to DIR/{name}.unverified.mlir"
+    raise LoweringError(
+        f"the lowered module {name!r} does not verify: {'; '.join(diagnostics)}{last}. A lowering rule built an "
+        f"invalid op (the location rec<i>:<op> names its record); {hint}"
+    )
 
 
 def _lower_record(trace: Trace, index: int, record, env: dict) -> None:

@@ -1,15 +1,34 @@
 """Hypothesis profiles: ``ci`` (default, deterministic), ``dev`` and ``thorough``.
 
-Select with HLOTRACE_HYPOTHESIS_PROFILE=dev|thorough (see README).
+Select with HLOTRACE_HYPOTHESIS_PROFILE=dev|thorough (see README). Property tests seed
+each op from a base seed: 0 under ``ci``, random under the others, or
+$HLOTRACE_HYPOTHESIS_SEED; the header of every pytest run prints both.
 """
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
+from hlotrace.testing.check import SEED_ENV, base_seed
+
+PROFILE_ENV = "HLOTRACE_HYPOTHESIS_PROFILE"
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
-settings.register_profile("ci", max_examples=50, derandomize=True, print_blob=True, **_COMMON)
-settings.register_profile("dev", max_examples=100, **_COMMON)
-settings.register_profile("thorough", max_examples=1000, **_COMMON)
-settings.load_profile(os.environ.get("HLOTRACE_HYPOTHESIS_PROFILE", "ci"))
+# ci: no example database, so a run depends on the code and the seed only (the mutation
+# harness relies on it: a failure stored while one mutant ran must not replay for another).
+settings.register_profile("ci", max_examples=25, database=None, print_blob=False, **_COMMON)
+settings.register_profile("dev", max_examples=50, **_COMMON)
+settings.register_profile("thorough", max_examples=500, **_COMMON)
+PROFILE = os.environ.get(PROFILE_ENV, "ci")
+settings.load_profile(PROFILE)
+BASE_SEED = base_seed(PROFILE)
+
+
+def pytest_report_header(config):
+    return f"hlotrace: hypothesis profile {PROFILE} ({PROFILE_ENV}), base seed {BASE_SEED} ({SEED_ENV})"
+
+
+@pytest.fixture
+def hypothesis_base_seed():
+    return BASE_SEED

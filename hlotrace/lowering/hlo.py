@@ -7,11 +7,13 @@ types back, so that rules stay short.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.ops.registry import Aval
-from hlotrace.runtime.jaxlib_compat import dense_elements, ir, stablehlo
+from hlotrace.runtime.jaxlib_compat import dense_elements, ir, splat_constant, stablehlo
 
 
 def element_type(dtype: np.dtype) -> ir.Type:
@@ -109,6 +111,22 @@ def compare(lhs: ir.Value, rhs: ir.Value, direction: str, dtype) -> ir.Value:
 
 def select(pred: ir.Value, on_true: ir.Value, on_false: ir.Value) -> ir.Value:
     return stablehlo.SelectOp(pred, on_true, on_false).result
+
+
+def is_positive_zero(value: ir.Value) -> bool:
+    """Whether ``value`` is a splat constant +0 (or 0 / False, which convert to +0.0)."""
+    element = splat_constant(value)
+    return element is not None and element == 0 and math.copysign(1.0, element) > 0
+
+
+def plus_zero(value: ir.Value, aval: Aval) -> ir.Value:
+    """``value + 0.0`` as IEEE computes it: -0.0 becomes +0.0, everything else is kept.
+
+    Spelled as a select because XLA's simplifier folds a literal ``x + 0`` (and a sum over
+    one element, which drops the +0 start value) to ``x``, keeping -0.0 where NumPy gives +0.0.
+    """
+    zero = constant(0, aval.dtype, aval.shape)
+    return select(compare(value, zero, "EQ", aval.dtype), zero, value)
 
 
 def reshape(value: ir.Value, shape, dtype) -> ir.Value:

@@ -198,7 +198,7 @@ for _name, _ufunc in [
         _name,
         _float_reference(_ufunc),
         _float_infer,
-        lambda s, _n=_name: s.elementwise(1, s.ALL, elements=s.unary_elements(_n)),
+        lambda s, _n=_name: s.elementwise(1, s.ALL, ranges=s.unary_range(_n)),
         f"{_name}(x)",
     )
 _unary("rsqrt", _rsqrt, _float_infer, lambda s: s.elementwise(1, s.ALL), "1 / sqrt(x)")

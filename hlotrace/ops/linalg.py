@@ -104,7 +104,7 @@ def _sample(s):
         shape_a = operand_shape(rank_a, (k, n) if transpose_a else (n, k))
         shape_b = operand_shape(rank_b, (m, k) if transpose_b else (k, m))
         dtype_a = draw(s.dtypes(s.ALL))
-        dtype_b = draw(st.one_of(st.just(dtype_a), s.dtypes(s.ALL)))
+        dtype_b = draw(s.other_dtypes(dtype_a))
         exact_ints = dt.promote(dtype_a, dtype_b) == dt.int32
 
         def elements(dtype):

@@ -73,6 +73,22 @@ def dense_elements(array: np.ndarray, element_type: ir.Type, shaped_type: ir.Typ
     return ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=shaped_type)
 
 
+def splat_constant(value: ir.Value):
+    """The element of the ``stablehlo.constant`` splat that defines ``value`` (a Python bool,
+    int or float), or None when ``value`` is not a splat constant."""
+    owner = value.owner
+    if not isinstance(owner, ir.Operation | ir.OpView) or owner.operation.name != "stablehlo.constant":
+        return None
+    attr = ir.DenseElementsAttr(owner.attributes["value"])
+    if not attr.is_splat:
+        return None
+    element = attr.get_splat_value()
+    for kind in (ir.FloatAttr, ir.BoolAttr, ir.IntegerAttr):
+        if isinstance(element, kind):
+            return element.value
+    return None
+
+
 def _scalar_attr(value, element_type: ir.Type) -> ir.Attribute:
     if isinstance(value, np.bool_):
         return ir.BoolAttr.get(bool(value))

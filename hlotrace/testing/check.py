@@ -1,13 +1,24 @@
-"""check_op: one op, one sample — the compiled (PJRT) result must match the eager one."""
+"""check_op: one op, one sample — the compiled (PJRT) result must match the eager one; and
+property_test: the seeded hypothesis test that tests/test_op_properties.py runs per op.
+"""
 
 from __future__ import annotations
 
+import os
+import zlib
+
 import numpy as np
+from hypothesis import Phase, given, seed, settings
 
 from hlotrace.ops.registry import OpDef, apply
 from hlotrace.tensor import Tensor
-from hlotrace.testing.strategies import OpSample
+from hlotrace.testing import strategies
+from hlotrace.testing.sampling import OpSample
 from hlotrace.testing.tolerances import assert_close, tolerance_for
+from hlotrace.testing.values import flush_subnormals
+
+# Base of every op's example seed (see example_seed); the pytest header prints it.
+SEED_ENV = "HLOTRACE_HYPOTHESIS_SEED"
 
 
 def _as_operand(value):
@@ -19,28 +30,104 @@ def run_eager(op: OpDef, sample: OpSample) -> np.ndarray:
 
 
 def run_compiled(op: OpDef, sample: OpSample, platform: str | None = None) -> np.ndarray:
-    """Record ``op`` applied to the sample's arrays (scalars stay Python literals), compile it
-    with xla_trace and return the second (compiled) call's result."""
+    """Record ``op`` applied to the sample's operands, compile it with xla_trace and return
+    the second (compiled) call's result. Arrays are inputs, except the ``captured`` ones,
+    which the program closes over (lowered as constants); Python scalars stay literals."""
     from hlotrace.jit import xla_trace
 
-    tensor_positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
+    operands = [Tensor._from_array(np.array(a)) if i in sample.captured else a for i, a in enumerate(sample.args)]
+    positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray) and i not in sample.captured]
 
     def program(*tensors):
-        operands = list(sample.args)
-        for position, tensor in zip(tensor_positions, tensors, strict=True):
-            operands[position] = tensor
-        return apply(op, *operands, **sample.attrs)
+        filled = list(operands)
+        for position, tensor in zip(positions, tensors, strict=True):
+            filled[position] = tensor
+        return apply(op, *filled, **sample.attrs)
 
     program.__name__ = f"check_{op.name}"
-    traced = xla_trace(program, platform=platform)
-    inputs = [Tensor._from_array(np.array(sample.args[i])) for i in tensor_positions]
+    traced = xla_trace(program, platform=platform, capture_as_const=bool(sample.captured))
+    inputs = [Tensor._from_array(np.array(sample.args[i])) for i in positions]
     traced(*inputs)
     assert traced.cache_size == 1
     return traced(*inputs).numpy()
 
 
+def _flush(value):
+    """``value`` with float subnormals flushed to signed zeros (the same object if none)."""
+    if isinstance(value, np.ndarray):
+        return flush_subnormals(value)
+    if isinstance(value, float | np.floating) and value != 0 and abs(value) < np.finfo(np.float32).tiny:
+        return float(np.copysign(0.0, value))
+    return value
+
+
+def _flushed(sample: OpSample) -> OpSample | None:
+    """The sample with float subnormals flushed to signed zeros, or None if it has none."""
+    flushed = tuple(_flush(a) for a in sample.args)
+    if all(f is a for f, a in zip(flushed, sample.args, strict=True)):
+        return None
+    return OpSample(flushed, sample.attrs, sample.captured)
+
+
 def check_op(op: OpDef, sample: OpSample, platform: str | None = None) -> None:
-    """Assert that compiled and eager results agree within the tolerance table."""
+    """Assert that compiled and eager results agree within the tolerance table.
+
+    XLA:CPU flushes float subnormals to zero, on input and on output (FTZ/DAZ), where
+    NumPy keeps them; when the sample holds subnormals, an element may instead match
+    NumPy's result on the flushed inputs, itself flushed. Every other difference counts.
+    """
     expected = run_eager(op, sample)
     actual = run_compiled(op, sample, platform)
-    assert_close(actual, expected, tolerance_for(op.name, expected.dtype), what=f"{op.name} {sample!r}")
+    flushed = _flushed(sample)
+    alternatives = [flush_subnormals(run_eager(op, flushed))] if flushed is not None else []
+    assert_close(
+        actual,
+        expected,
+        tolerance_for(op.name, expected.dtype),
+        what=f"{op.name} {sample!r}",
+        alternatives=alternatives,
+    )
+
+
+def base_seed(profile: str) -> int:
+    """$HLOTRACE_HYPOTHESIS_SEED, else 0 for the deterministic ``ci`` profile, else a fresh
+    random base (printed in the pytest header, so a failing run can be repeated)."""
+    if SEED_ENV in os.environ:
+        return int(os.environ[SEED_ENV])
+    return 0 if profile == "ci" else int.from_bytes(os.urandom(4), "little")
+
+
+def example_seed(test_name: str, base: int) -> int:
+    """Each op's (and dtype's) own seed: ops with the same strategy see different examples."""
+    return zlib.crc32(f"{base}:{test_name}".encode())
+
+
+def admitted_dtypes(op: OpDef) -> tuple:
+    """The primary dtypes ``op``'s strategy draws from (what its property test is split by),
+    or ``(None,)`` when the strategy draws no dtype through ``strategies.dtypes``."""
+    @settings(max_examples=1, database=None, phases=[Phase.generate])
+    @given(op.sample(strategies))
+    def draw_one(sample):
+        pass
+
+    with strategies.pinned_dtype(None) as pin:
+        draw_one()
+    return pin.offered[0] if pin.offered else (None,)
+
+
+def property_test(op: OpDef, base: int, dtype=None, checker=check_op):
+    """The property test of ``op`` with primary dtype ``dtype`` (None: any): ``checker(op,
+    sample)`` on samples drawn from the op's strategy (array operands sometimes captured as
+    constants), seeded by op and dtype."""
+    name = op.name if dtype is None else f"{op.name}-{np.dtype(dtype).name}"
+
+    @seed(example_seed(name, base))
+    @given(strategies.with_captures(op.sample(strategies)))
+    def run(sample):
+        checker(op, sample)
+
+    def pinned():
+        with strategies.pinned_dtype(dtype):
+            run()
+
+    return pinned

@@ -1,8 +1,10 @@
 """The one tolerance table: compiled results vs eager NumPy references.
 
 Keyed by dtype; ops that need more carry an entry in ``OP_TOLERANCES`` with the reason.
-NaN positions must match exactly, and so must infinities (with sign); everything else
-must satisfy ``|actual - expected| <= atol + rtol * |expected|``.
+Integer and bool results must match bitwise. For floats, NaN positions must match exactly,
+and so must infinities (with sign) and, where the expected value is ±0, the sign of zero
+(ops that cannot promise it are listed in ``UNSIGNED_ZEROS`` with the reason); everything
+else must satisfy ``|actual - expected| <= atol + rtol * |expected|``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ class Tolerance(NamedTuple):
     rtol: float
     atol: float
     reason: str = ""
+    signed_zeros: bool = True  # an expected ±0 must come out with the same sign
 
 
 EXACT = Tolerance(0.0, 0.0, "integer and bool results are exact")
@@ -46,13 +49,53 @@ OP_TOLERANCES: dict[tuple[str, np.dtype | None], Tolerance] = {
 }
 
 
+# op -> why its float results may carry either sign where the expected value is ±0.
+_ZERO_TIES = (
+    "NumPy returns either operand when +0.0 meets -0.0 (its SIMD and scalar loops differ); XLA orders -0.0 below +0.0"
+)
+UNSIGNED_ZEROS: dict[str, str] = {
+    "maximum": _ZERO_TIES,
+    "minimum": _ZERO_TIES,
+    "max": _ZERO_TIES,
+    "min": _ZERO_TIES,
+    "matmul": "a dot product of signed zeros is +0 or -0 depending on where the accumulator starts "
+    "(BLAS at +0, XLA at the first product)",
+}
+
+
 def tolerance_for(op: str, dtype: np.dtype) -> Tolerance:
     dtype = np.dtype(dtype)
-    return OP_TOLERANCES.get((op, dtype)) or OP_TOLERANCES.get((op, None)) or TOLERANCES[dtype]
+    tolerance = OP_TOLERANCES.get((op, dtype)) or OP_TOLERANCES.get((op, None)) or TOLERANCES[dtype]
+    if op in UNSIGNED_ZEROS:
+        tolerance = tolerance._replace(signed_zeros=False)
+    return tolerance
 
 
-def assert_close(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance, what: str = "") -> None:
-    """Raise AssertionError with the first mismatches if ``actual`` is not close to ``expected``."""
+def mismatches(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> np.ndarray:
+    """Boolean mask of the elements of ``actual`` that do not match ``expected``."""
+    if expected.dtype in (dt.bool_, dt.int32):
+        return actual != expected
+    a = actual.astype(np.float64)
+    e = expected.astype(np.float64)
+    a_nan, e_nan = np.isnan(a), np.isnan(e)
+    a_inf, e_inf = np.isinf(a), np.isinf(e)
+    finite = ~(a_nan | e_nan | a_inf | e_inf)
+    with np.errstate(invalid="ignore"):
+        close = np.abs(a - e) <= tolerance.atol + tolerance.rtol * np.abs(e)
+    bad = (a_nan != e_nan) | (a_inf != e_inf) | (a_inf & e_inf & (np.sign(a) != np.sign(e))) | (finite & ~close)
+    if tolerance.signed_zeros:
+        bad |= finite & (e == 0) & (np.signbit(a) != np.signbit(e))
+    return bad
+
+
+def assert_close(
+    actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance, what: str = "", alternatives=()
+) -> None:
+    """Raise AssertionError with the first mismatches if ``actual`` is not close to ``expected``.
+
+    ``alternatives``: other acceptable expected arrays; an element passes if it matches
+    ``expected`` or any of them (used for XLA:CPU's flush of subnormals, see check_op).
+    """
     actual = np.asarray(actual)
     expected = np.asarray(expected)
     prefix = f"{what}: " if what else ""
@@ -60,17 +103,9 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance,
         raise AssertionError(
             f"{prefix}got {actual.dtype}{list(actual.shape)}, expected {expected.dtype}{list(expected.shape)}"
         )
-    if expected.dtype in (dt.bool_, dt.int32):
-        bad = actual != expected
-    else:
-        a = actual.astype(np.float64)
-        e = expected.astype(np.float64)
-        a_nan, e_nan = np.isnan(a), np.isnan(e)
-        a_inf, e_inf = np.isinf(a), np.isinf(e)
-        finite = ~(a_nan | e_nan | a_inf | e_inf)
-        with np.errstate(invalid="ignore"):
-            close = np.abs(a - e) <= tolerance.atol + tolerance.rtol * np.abs(e)
-        bad = (a_nan != e_nan) | (a_inf != e_inf) | (a_inf & e_inf & (np.sign(a) != np.sign(e))) | (finite & ~close)
+    bad = mismatches(actual, expected, tolerance)
+    for alternative in alternatives:
+        bad &= mismatches(actual, np.asarray(alternative), tolerance)
     if np.any(bad):
         positions = np.argwhere(bad)[:5]
         details = ", ".join(

@@ -34,7 +34,21 @@ def _arith(op_class, bool_op_class=None):
     return lower
 
 
-rule("add")(_arith(stablehlo.AddOp, stablehlo.OrOp))
+@rule("add")
+def _add(ctx, x, y):
+    out = ctx.out_aval
+    lhs, rhs = _operands_as(ctx, (x, y), out.dtype)
+    if out.dtype == dt.bool_:
+        return stablehlo.OrOp(lhs, rhs).result
+    if out.dtype in dt.FLOATING:
+        # XLA folds x + 0 to x, which keeps -0.0 (IEEE and NumPy give +0.0).
+        if hlo.is_positive_zero(y):
+            return hlo.plus_zero(lhs, out)
+        if hlo.is_positive_zero(x):
+            return hlo.plus_zero(rhs, out)
+    return stablehlo.AddOp(lhs, rhs).result
+
+
 rule("subtract")(_arith(stablehlo.SubtractOp))
 rule("multiply")(_arith(stablehlo.MulOp, stablehlo.AndOp))
 rule("divide")(_arith(stablehlo.DivOp))

@@ -75,9 +75,13 @@ def _reduction(op_name: str):
         shape = reduced_shape(x_aval.shape, axis, keepdims=False)
         if op_name in ("max", "min") and acc in dt.FLOATING:
             value = _propagate_nan(x, x_aval, axis, value, shape)
+        count = math.prod(x_aval.shape[a] for a in axis)
+        if op_name in ("sum", "mean") and acc in dt.FLOATING and count == 1:
+            # XLA turns a sum over one element into that element, dropping the +0 start
+            # value: NumPy's sum of [-0.0] is +0.0.
+            value = hlo.plus_zero(value, Aval(shape, acc))
         if op_name == "mean":
             # A zero count gives 0/0 = NaN, NumPy's mean of nothing.
-            count = math.prod(x_aval.shape[a] for a in axis)
             value = stablehlo.DivOp(value, hlo.constant(count, acc, shape)).result
         value = hlo.convert(value, Aval(shape, acc), out.dtype)
         if keepdims:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from hlotrace import dtypes as dt
-from hlotrace.testing.values import default_elements, float_elements, neighbours
+from hlotrace.testing.values import Values, nudge
 
 ALL = dt.SUPPORTED
 NUMERIC = (dt.int32, dt.float16, dt.bfloat16, dt.float32)
@@ -95,81 +95,121 @@ def shapes(min_dims=0, max_dims=4, min_side=0, max_side=5):
     return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
 
 
-def _plain_arrays(dtype, shape, elements):
-    # fill=nothing(): every element is drawn; hypothesis's default fill makes most elements
-    # one repeated value, which hides misplaced-element bugs.
-    if dtype == dt.bfloat16:
-        return hnp.arrays(np.float32, shape, elements=elements, fill=st.nothing()).map(lambda a: a.astype(dt.bfloat16))
-    return hnp.arrays(dtype, shape, elements=elements, fill=st.nothing())
+def values(dtype, low=None, high=None, **options) -> Values:
+    """The :class:`Values` of ``dtype`` in [low, high] (see there for ``options``)."""
+    return Values(np.dtype(dtype), low, high, **options)
 
 
-@st.composite
-def _few_values(draw, dtype, shape, elements):
-    """An array made of 1–3 values drawn from ``elements``: uniform arrays, ties, and
-    slices that hold only one boundary value (the dtype's extreme, say)."""
-    pool = draw(st.lists(elements, min_size=1, max_size=3))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    picks = rng.integers(0, len(pool), size=int(np.prod(shape)))
-    values = np.asarray(pool, dtype=np.float32 if dtype == dt.bfloat16 else dtype)
-    return values[picks].reshape(shape).astype(dtype)  # a 0-d index would give a NumPy scalar
+def generator(draw) -> np.random.Generator:
+    """A NumPy generator seeded by hypothesis: for choices that should happen at the stated
+    rates (hypothesis itself favours its simplest choice, e.g. 0 of ``integers(0, 7)``)."""
+    return np.random.default_rng(draw(st.integers(0, 2**64 - 1)))
 
 
-def arrays(dtype, shape, elements=None):
-    """Arrays of ``dtype`` (bfloat16 included) and ``shape``.
-
-    Out of 16 arrays: 12 draw every element from ``elements`` (default: the dtype's mix of
-    general, boundary and special values), 3 are made of a few repeated values, and 1 (for
-    floats) of signed zeros only — an array constant mixing 0.0 and -0.0 is where a
-    splat-by-value bug shows.
-    """
-    dtype = np.dtype(dtype)
-    elements = elements if elements is not None else default_elements(dtype)
-
-    def pick(r):
-        if r == 0 and dtype in dt.FLOATING:
-            return _plain_arrays(dtype, shape, st.sampled_from((0.0, -0.0)))
-        if r <= 3:
-            return _few_values(dtype, shape, elements)
-        return _plain_arrays(dtype, shape, elements)
-
-    return st.integers(0, 15).flatmap(pick)
-
-
-@st.composite
-def long_arrays(draw, dtype, shape, elements=None):
-    """Large arrays (thousands of elements) without drawing every element: a seeded fill
-    from a few drawn values, with up to four drawn values (often NaN/±inf) planted at
-    drawn positions. For reductions over axes long enough to take XLA:CPU's vectorized
-    paths (>= 4096 elements), which treat NaN differently."""
-    dtype = np.dtype(dtype)
-    elements = elements if elements is not None else default_elements(dtype)
-    pool = draw(st.lists(elements, min_size=1, max_size=6))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    wide = np.float32 if dtype == dt.bfloat16 else dtype
-    flat = np.asarray(pool, dtype=wide)[rng.integers(0, len(pool), size=int(np.prod(shape)))]
-    planted = elements if dtype not in dt.FLOATING else st.sampled_from((np.nan, np.inf, -np.inf, -0.0)) | elements
-    for _ in range(draw(st.integers(0, 4)) if flat.size else 0):
-        flat[draw(st.integers(0, flat.size - 1))] = draw(planted)
+def _as_dtype(flat: np.ndarray, dtype, shape) -> np.ndarray:
     return flat.reshape(shape).astype(dtype)
 
 
-def scalar_of(dtype, elements=None):
+@st.composite
+def arrays(draw, dtype, shape, elements: Values | None = None):
+    """An array of ``dtype`` (bfloat16 included) and ``shape``, filled from ``elements``
+    (default: :func:`values` of the dtype). Out of 16 arrays, 12 draw every element
+    independently, 3 are made of 1–3 values drawn once (uniform arrays, ties, slices that
+    hold only one boundary value), and for floats 1 of signed zeros only: an array
+    constant mixing 0.0 and -0.0 is where a splat-by-value bug shows."""
+    dtype = np.dtype(dtype)
+    elements = elements if elements is not None else values(dtype)
+    rng = generator(draw)
+    size = int(np.prod(shape))
+    mode = rng.integers(0, 16)
+    if mode == 0 and dtype in dt.FLOATING:
+        flat = np.where(rng.integers(0, 2, size).astype(bool), -0.0, 0.0)
+    elif mode <= 3:
+        pool = elements.draw(rng, int(rng.integers(1, 4)))
+        flat = pool[rng.integers(0, len(pool), size)]
+    else:
+        flat = elements.draw(rng, size)
+    return _as_dtype(flat, dtype, shape)
+
+
+@st.composite
+def long_arrays(draw, dtype, shape, elements: Values | None = None):
+    """Large arrays (thousands of elements) for reductions over axes long enough to take
+    XLA:CPU's vectorized paths (>= 4096 elements), which treat NaN differently: a fill from
+    a few drawn values, with one to four values (mostly NaN/±inf) planted at random places."""
+    dtype = np.dtype(dtype)
+    elements = elements if elements is not None else values(dtype)
+    rng = generator(draw)
+    size = int(np.prod(shape))
+    pool = elements.draw(rng, int(rng.integers(1, 7)))
+    flat = pool[rng.integers(0, len(pool), size)]
+    count = int(rng.integers(1, 5)) if size else 0
+    planted = elements.draw(rng, count)
+    if dtype in dt.FLOATING:  # mostly NaN (what the vectorized max/min paths skip) or ±inf
+        special = rng.random(count) < 0.75
+        planted[special] = rng.choice(np.array([np.nan, np.nan, np.inf, -np.inf]), int(special.sum()))
+    flat[rng.integers(0, max(size, 1), count)] = planted
+    return _as_dtype(flat, dtype, shape)
+
+
+@st.composite
+def scalar_of(draw, dtype, elements: Values | None = None):
     """A Python scalar of the kind matching ``dtype`` (bool, int or float)."""
-    elements = elements if elements is not None else default_elements(dtype)
-    if dtype in dt.FLOATING:
-        return elements.map(float)
-    if dtype == dt.int32:
-        return elements.map(int)
-    return elements.map(bool)
+    elements = elements if elements is not None else values(dtype)
+    return elements.scalar(generator(draw))
 
 
-def _shared_pool(draw, pools: dict, dtype, value_range):
-    """Per-dtype values shared by a sample's operands (half of them boundary values), with
-    their neighbours one ulp or one unit away."""
-    if dtype not in pools:
-        base = draw(st.lists(default_elements(dtype, *value_range, boundary_in_16=8), min_size=1, max_size=3))
-        pools[dtype] = tuple({v: None for b in base for v in neighbours(b, dtype)})
-    return pools[dtype]
+# Side lengths of elementwise operands and how often each is drawn: zero-size rarely (it
+# empties the result), 1 often (it broadcasts), and sizes up to 5.
+_SIDES, _SIDE_WEIGHTS = np.array([0, 1, 2, 3, 4, 5]), np.array([0.04, 0.2, 0.19, 0.19, 0.19, 0.19])
+_MAX_ELEMENTS = 128  # keeps a printed failing example readable
+
+
+def random_shape(rng: np.random.Generator, max_dims: int = 4) -> tuple:
+    """A shape of rank 0..max_dims, sides 0..5 (0 rarely, 1 often), at most 128 elements."""
+    while True:
+        shape = tuple(int(d) for d in rng.choice(_SIDES, p=_SIDE_WEIGHTS, size=rng.integers(0, max_dims + 1)))
+        if np.prod(shape) <= _MAX_ELEMENTS:
+            return shape
+
+
+def broadcast_shapes(rng: np.random.Generator, n: int, max_dims: int) -> list[tuple]:
+    """``n`` mutually broadcastable shapes: a result shape of rank 0..max_dims, and per
+    operand a suffix of it (rank-deficient one time in three) with some dims set to 1."""
+    result = random_shape(rng, max_dims)
+    shapes = []
+    for _ in range(n):
+        rank = int(rng.integers(0, len(result) + 1)) if rng.random() < 1 / 3 else len(result)
+        shapes.append(tuple(1 if rng.random() < 0.25 else d for d in result[len(result) - rank :]))
+    return shapes
+
+
+def _aligned(source, shape) -> np.ndarray:
+    """The elements of ``source`` that meet each element of an operand of ``shape`` when
+    the two broadcast (index 0 where the operand's dim is 1 or missing)."""
+    source = np.asarray(source)
+    full = np.broadcast_to(source, np.broadcast_shapes(source.shape, shape))
+    lead = full.ndim - len(shape)
+    index = (0,) * lead + tuple(slice(0, 1) if d == 1 else slice(None) for d in shape)
+    return full[index].reshape(shape)
+
+
+def correlate(rng: np.random.Generator, operand, source):
+    """``operand`` with a third of its elements replaced by the ``source`` elements they
+    meet (ties) and a sixth by those moved one step (near-ties); ``source`` must have the
+    operand's dtype. Python scalars are replaced whole, with the same odds."""
+    if not isinstance(operand, np.ndarray):
+        first = np.asarray(source).ravel()[:1]
+        if first.size == 0 or rng.random() >= 1 / 2:
+            return operand
+        value = (nudge(first, rng) if rng.random() < 1 / 3 else first)[0]
+        return type(operand)(value.item())
+    if np.asarray(source).size == 0 or operand.size == 0:
+        return operand  # nothing meets
+    aligned = _aligned(source, operand.shape)
+    pick = rng.random(operand.shape)
+    out = np.where(pick < 1 / 3, aligned, operand)
+    return np.where((pick >= 1 / 3) & (pick < 1 / 2), nudge(aligned, rng), out).astype(operand.dtype)
 
 
 @st.composite
@@ -177,29 +217,27 @@ def elementwise(draw, n, dtypes_=ALL, ranges=None, scalars=True, same_dtype=Fals
     """``n`` mutually broadcastable operands; sometimes mixed dtypes, sometimes Python scalars.
 
     ``ranges``: None, or a function dtype -> (low, high) bounding the general and boundary
-    values per op (None entries: the dtype's default). With two or more operands, half the
-    elements come from a pool shared by the operands of the same dtype, so comparisons,
-    max/min and logic meet equal and nearly equal operands, and bools every combination.
+    values per op (None entries: the dtype's default). An operand whose dtype an earlier
+    one has is correlated with it (see :func:`correlate`), so comparisons, max/min and
+    logic meet equal and nearly equal operands, and bools every combination. One operand
+    in six is a Python scalar (weak type).
     """
-    shapes_ = draw(
-        hnp.mutually_broadcastable_shapes(num_shapes=n, min_dims=0, max_dims=max_dims, min_side=0, max_side=5)
-    ).input_shapes
     first = draw(dtypes(dtypes_))
+    rng = generator(draw)
     args = []
     drawn_dtypes = []
-    pools: dict = {}
-    for position, shape in enumerate(shapes_):
+    for position, shape in enumerate(broadcast_shapes(rng, n, max_dims)):
         dtype = first if same_dtype or position == 0 else draw(other_dtypes(first, dtypes_))
-        drawn_dtypes.append(dtype)
         value_range = ranges(dtype) if ranges is not None else (None, None)
-        elems = default_elements(dtype, *value_range)
-        if n > 1:
-            pool = _shared_pool(draw, pools, dtype, value_range)
-            elems = st.integers(0, 1).flatmap(lambda r, e=elems, p=pool: st.sampled_from(p) if r else e)
-        if scalars and n > 1 and draw(st.integers(0, 5)) == 0:
-            args.append(draw(scalar_of(dtype, elems)))
+        elements = values(dtype, *value_range)
+        if scalars and n > 1 and rng.integers(0, 6) == 0:
+            operand = elements.scalar(rng)
         else:
-            args.append(draw(arrays(dtype, shape, elems)))
+            operand = draw(arrays(dtype, shape, elements))
+        if dtype in drawn_dtypes:
+            operand = correlate(rng, operand, args[drawn_dtypes.index(dtype)])
+        drawn_dtypes.append(dtype)
+        args.append(operand)
     if all(not isinstance(a, np.ndarray) for a in args):
         args[0] = np.asarray(args[0], dtype=drawn_dtypes[0])
     return OpSample(tuple(args))
@@ -210,8 +248,9 @@ def with_captures(draw, samples, one_in=4):
     """``samples`` with about one array operand in ``one_in`` marked as captured (lowered
     as a constant, see :class:`OpSample`)."""
     sample = draw(samples)
+    rng = generator(draw)
     positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
-    captured = frozenset(i for i in positions if draw(st.integers(0, one_in - 1)) == 0)
+    captured = frozenset(i for i in positions if rng.integers(0, one_in) == 0)
     return replace(sample, captured=captured) if captured else sample
 
 
@@ -251,7 +290,7 @@ def astype_sample(draw):
     if source in dt.FLOATING and target == dt.int32:
         # Float→int of NaN, inf or out-of-range values is undefined in NumPy (and differs
         # from XLA, which saturates): draw in-range finite values only.
-        elements = float_elements(source, -1e4, 1e4, special=False)
+        elements = values(source, -1e4, 1e4, special=False)
     else:
         elements = None
     x = draw(arrays(source, shape, elements))

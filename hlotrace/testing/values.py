@@ -8,14 +8,15 @@ rule that loses the sign of zero only on -0.0. Element strategies here therefore
 - boundary values of the dtype inside that range (:func:`boundary_values`), and
 - special values (NaN, ±inf, ±0.0) where the op admits them,
 
-at rates that put several of each in a typical run of 50 examples per op.
+at rates (:class:`Values`) that put several of each in a typical run of 25 examples.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import ml_dtypes
 import numpy as np
-from hypothesis import strategies as st
 
 from hlotrace import dtypes as dt
 
@@ -25,6 +26,7 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 # int32 values a rule gets wrong when it computes in float32 (exact up to 2**24 only) or
 # starts a max/min at the wrong end of the range.
 INT32_BOUNDARIES = (
+    INT32_MIN,
     INT32_MIN,
     INT32_MIN + 1,
     -(2**24) - 1,
@@ -40,11 +42,8 @@ INT32_BOUNDARIES = (
     2**24 + 1,
     INT32_MAX - 1,
     INT32_MAX,
-)
-
-# Out of 16 elements: how many are boundary values and how many NaN/±inf/±0.0.
-BOUNDARY_IN_16 = 3
-SPECIAL_IN_16 = 2
+    INT32_MAX,
+)  # the extremes twice: they decide max/min start values and wraparound
 
 
 def float_boundaries(dtype) -> tuple[float, ...]:
@@ -78,102 +77,116 @@ def boundary_values(dtype, low=None, high=None) -> tuple:
     return tuple(v for v in values if lo <= v <= hi)
 
 
-def mix(general, boundaries: tuple, specials: tuple = (), boundary_in_16=BOUNDARY_IN_16, special_in_16=SPECIAL_IN_16):
-    """Elements from ``general``, with boundary and special values at fixed rates out of 16."""
-    boundary_in_16 = boundary_in_16 if boundaries else 0
-    special_in_16 = special_in_16 if specials else 0
+@dataclass(frozen=True)
+class Values:
+    """How the elements of ``dtype`` arrays and scalars are drawn, at calibrated rates.
 
-    def pick(r):
-        if r < special_in_16:
-            return st.sampled_from(specials)
-        if r < special_in_16 + boundary_in_16:
-            return st.sampled_from(boundaries)
-        return general
+    Each element is, independently: a special value (NaN, ±inf, ±0.0; floats, if
+    ``special``) with probability ``special_rate``; a boundary value of the dtype inside
+    [low, high] with ``boundary_rate``; else a general value: floats uniform in
+    [low, high] (on the grid of multiples of ``2**-grid_bits`` if set), int32 half in
+    -10..10 and half anywhere in [low, high], bool either.
 
-    return st.integers(0, 15).flatmap(pick)
-
-
-def float_elements(dtype, low=-10.0, high=10.0, special=True, boundary_in_16=BOUNDARY_IN_16):
-    """Floats representable in ``dtype``: general values in [low, high] plus the dtype's
-    boundary values in that range and (if ``special``) NaN/±inf/±0.0."""
-    width = 16 if dtype == dt.float16 else 32
-    if width == 16:  # hypothesis wants float16-representable bounds
-        low, high = max(low, -65504.0), min(high, 65504.0)
-    general = st.floats(low, high, width=width, allow_subnormal=False)
-    if dtype == dt.bfloat16:
-        general = general.map(lambda v: float(np.float32(v).astype(dt.bfloat16)))
-    edges = boundary_values(dtype, low, high)
-    return mix(general, edges, SPECIAL_FLOATS if special else (), boundary_in_16=boundary_in_16)
-
-
-def int_elements(low=INT32_MIN, high=INT32_MAX, boundary_in_16=BOUNDARY_IN_16):
-    """int32 values: half small (-10..10, clipped to the range), half anywhere in [low, high],
-    plus the int32 boundary values in range."""
-    low, high = int(max(low, INT32_MIN)), int(min(high, INT32_MAX))
-    small = st.integers(max(low, -10), min(high, 10)) if max(low, -10) <= min(high, 10) else st.integers(low, high)
-    general = small | st.integers(low, high)
-    return mix(general, boundary_values(dt.int32, low, high), boundary_in_16=boundary_in_16)
-
-
-def default_elements(dtype, low=None, high=None, special=True, boundary_in_16=BOUNDARY_IN_16):
-    """Elements for ``dtype`` in [low, high] (floats default to [-10, 10] for their general
-    values, int32 to its full range); bool draws both values."""
-    dtype = np.dtype(dtype)
-    if dtype in dt.FLOATING:
-        low, high = -10.0 if low is None else low, 10.0 if high is None else high
-        return float_elements(dtype, low, high, special, boundary_in_16)
-    if dtype == dt.int32:
-        return int_elements(INT32_MIN if low is None else low, INT32_MAX if high is None else high, boundary_in_16)
-    return st.booleans()
-
-
-def exact_floats(low=-10.0, high=10.0, bits=4, special=True):
-    """Multiples of ``2**-bits`` in [low, high], plus (rarely) special values.
-
-    With the defaults every value fits in 8 significant bits (so in bfloat16 too), and sums
-    and dot products of a few thousand of them are exact in float32: accumulation order
-    cannot change a result, so a mismatch against a reference is a bug, not rounding.
+    The draws come from a NumPy generator seeded by hypothesis, not from one hypothesis
+    choice per element: hypothesis favours its simplest choices, which would make the
+    first special value and small arrays far more common than the rates say.
     """
-    scale = 2**bits
-    finite = st.integers(int(np.ceil(low * scale)), int(np.floor(high * scale))).map(lambda i: i / scale)
-    return rare_specials(finite) if special else finite
+
+    dtype: np.dtype
+    low: float | None = None
+    high: float | None = None
+    special: bool = True
+    boundary_rate: float = 1 / 4
+    special_rate: float = 2 / 16
+    grid_bits: int | None = None
+    edges: tuple | None = None  # replaces the boundary values (reductions' extreme fills)
+
+    def bounds(self) -> tuple:
+        if self.dtype == dt.int32:
+            low, high = INT32_MIN if self.low is None else self.low, INT32_MAX if self.high is None else self.high
+            return int(max(low, INT32_MIN)), int(min(high, INT32_MAX))
+        low, high = -10.0 if self.low is None else self.low, 10.0 if self.high is None else self.high
+        finite = float(ml_dtypes.finfo(self.dtype).max) if self.dtype in dt.FLOATING else np.inf
+        return max(low, -finite), min(high, finite)
+
+    def boundaries(self) -> tuple:
+        """Boundary values in range (all of the dtype's when no bound was given)."""
+        if self.edges is not None:
+            return self.edges
+        if self.low is None and self.high is None:
+            return boundary_values(self.dtype)
+        return boundary_values(self.dtype, *self.bounds())
+
+    def general(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        low, high = self.bounds()
+        if self.dtype == dt.bool_:
+            return rng.integers(0, 2, size).astype(bool)
+        if self.dtype == dt.int32:
+            small = rng.integers(max(low, -10), min(high, 10) + 1, size) if max(low, -10) <= min(high, 10) else None
+            wide = rng.integers(low, high, size, endpoint=True)
+            return wide if small is None else np.where(rng.random(size) < 0.5, small, wide)
+        if self.grid_bits is not None:
+            scale = 2.0**self.grid_bits
+            return rng.integers(int(np.ceil(low * scale)), int(np.floor(high * scale)), size, endpoint=True) / scale
+        return rng.uniform(low, high, size)
+
+    def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` elements, as an array of ``dtype`` (float32 holding bfloat16 values)."""
+        wide = np.float32 if self.dtype == dt.bfloat16 else self.dtype
+        out = self.general(rng, size).astype(np.float64 if self.dtype in dt.FLOATING else wide)
+        choice = rng.random(size)
+        edge = self.special_rate if self.special and self.dtype in dt.FLOATING else 0.0
+        for values, rate in ((SPECIAL_FLOATS, edge), (self.boundaries(), self.boundary_rate)):
+            picked = choice < rate if values else np.zeros(size, bool)
+            if picked.any():
+                out[picked] = np.asarray(values, dtype=out.dtype)[rng.integers(0, len(values), int(picked.sum()))]
+            choice = np.where(picked, 2.0, choice - rate)  # 2.0: taken, never below a rate again
+        with np.errstate(over="ignore"):
+            return out.astype(self.dtype).astype(wide)
+
+    def scalar(self, rng: np.random.Generator):
+        """One element as a Python bool, int or float."""
+        value = self.draw(rng, 1)[0]
+        if self.dtype == dt.bool_:
+            return bool(value)
+        return int(value) if self.dtype == dt.int32 else float(value)
 
 
-def rare_specials(finite, one_in=16):
-    """Elements from ``finite``, and a special value (NaN, ±inf, ±0.0) about once in ``one_in``.
+def nudge(array: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each element moved one step up or down in its dtype (one ulp for floats, one unit for
+    int32, clipped at the ends of the range; NaN and ±inf stay; bools flip), so that
+    operands meet as near-ties: the values a comparison done in a narrower type confuses."""
+    array = np.asarray(array)
+    step = rng.choice(np.array([-1, 1]), size=array.shape)
+    if array.dtype == dt.int32:
+        return np.clip(array.astype(np.int64) + step, INT32_MIN, INT32_MAX).astype(dt.int32)
+    if array.dtype == dt.bool_:
+        return ~array
+    unsigned = np.dtype(f"u{array.dtype.itemsize}")
+    bits = np.ascontiguousarray(array).view(unsigned).astype(np.int64)
+    moved = np.clip(bits + step, 0, np.iinfo(unsigned).max).astype(unsigned).view(array.dtype)
+    # A step past the largest finite value lands on inf/NaN bits: such elements stay.
+    with np.errstate(invalid="ignore", over="ignore"):
+        keep = np.isfinite(array.astype(np.float32)) & np.isfinite(moved.astype(np.float32))
+    return np.where(keep, moved, array)
 
-    Every element of an array is drawn, so with specials as likely as finite values nearly
-    every reduction or dot product would come out NaN and the finite arithmetic would go
-    untested.
-    """
-    return st.integers(0, one_in - 1).flatmap(lambda r: st.sampled_from(SPECIAL_FLOATS) if r == 0 else finite)
 
-
-def neighbours(value, dtype) -> list:
-    """``value`` and the values one step away in ``dtype`` (one ulp for floats, ±1 for
-    int32), so that operands meet as ties and near-ties."""
-    dtype = np.dtype(dtype)
-    if dtype == dt.bool_:
-        return [value]
-    if dtype == dt.int32:
-        return [v for v in (value - 1, value, value + 1) if INT32_MIN <= v <= INT32_MAX]
-    x = np.asarray(value, dtype=dtype)
-    if not np.isfinite(x):
-        return [value]
-    bits = x.view(f"u{dtype.itemsize}")
-    steps = [(bits + 1).view(dtype), (bits - 1).view(dtype) if bits else x]
-    return [value] + [float(s) for s in steps if np.isfinite(s)]
+def subnormals(array) -> np.ndarray:
+    """Boolean mask of the float subnormals in ``array`` (all False for other dtypes)."""
+    array = np.asarray(array)
+    if array.dtype not in dt.FLOATING:
+        return np.zeros(array.shape, bool)
+    wide = np.abs(array.astype(np.float32))
+    return (wide < float(ml_dtypes.finfo(array.dtype).smallest_normal)) & (wide != 0)
 
 
 def flush_subnormals(array: np.ndarray) -> np.ndarray:
     """Float subnormals replaced by a zero of the same sign (what XLA:CPU's flush-to-zero
-    and denormals-are-zero modes make of them); other dtypes unchanged."""
+    and denormals-are-zero modes make of them); the same array if it has none."""
     array = np.asarray(array)
-    if array.dtype not in dt.FLOATING:
+    mask = subnormals(array)
+    if not mask.any():
         return array
-    tiny = float(ml_dtypes.finfo(array.dtype).smallest_normal)
-    wide = array.astype(np.float32)
-    subnormal = (np.abs(wide) < tiny) & (wide != 0)
-    if not subnormal.any():
-        return array
-    return np.where(subnormal, np.copysign(np.zeros_like(wide), wide), wide).astype(array.dtype)
+    return np.where(mask, np.copysign(np.zeros(array.shape, np.float32), array.astype(np.float32)), array).astype(
+        array.dtype
+    )

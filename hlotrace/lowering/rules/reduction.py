@@ -76,9 +76,9 @@ def _reduction(op_name: str):
         if op_name in ("max", "min") and acc in dt.FLOATING:
             value = _propagate_nan(x, x_aval, axis, value, shape)
         count = math.prod(x_aval.shape[a] for a in axis)
-        if op_name in ("sum", "mean") and acc in dt.FLOATING and count == 1:
-            # XLA turns a sum over one element into that element, dropping the +0 start
-            # value: NumPy's sum of [-0.0] is +0.0.
+        if op_name in ("sum", "mean") and acc in dt.FLOATING:
+            # NumPy's sums start at +0.0, so they are never -0.0. XLA's are, where it turns
+            # a one-element sum into that element or constant-folds a sum of -0.0s.
             value = hlo.plus_zero(value, Aval(shape, acc))
         if op_name == "mean":
             # A zero count gives 0/0 = NaN, NumPy's mean of nothing.

@@ -5,6 +5,9 @@ import numpy as np
 import hlotrace as ht
 import hlotrace.functional as F
 from hlotrace.jit import xla_trace
+from hlotrace.ops import OPS
+from hlotrace.testing.check import check_op
+from hlotrace.testing.strategies import OpSample
 from hlotrace.testing.tolerances import EXACT, assert_close
 
 
@@ -52,3 +55,20 @@ def test_nan_comparisons_are_ieee():
 def test_zero_size_broadcasting():
     compiled, eager = _compiled(F.add, np.zeros((0, 3), "float32"), np.ones((1, 3), "int32"))
     assert compiled.shape == eager.shape == (0, 3) and compiled.dtype == np.float32
+
+
+def test_adding_a_zero_constant_turns_negative_zero_positive():
+    # XLA folds x + 0.0 to x, keeping -0.0; IEEE (and NumPy) give +0.0.
+    x = np.array([-0.0, 0.0, 1.0], "float32")
+    for fn in (lambda t: t + 0.0, lambda t: 0 + t, lambda t: t + np.zeros((2, 3), "float32"), lambda t: t + False):
+        compiled, eager = _compiled(fn, x)
+        assert not np.signbit(eager).any()
+        np.testing.assert_array_equal(np.signbit(compiled), np.signbit(eager))
+    # -0.0 is the true additive identity: x + (-0.0) keeps -0.0, also compiled.
+    compiled, _ = _compiled(lambda t: t + -0.0, x)
+    np.testing.assert_array_equal(np.signbit(compiled), [True, False, False])
+
+
+def test_subnormal_inputs_compare_as_zero_on_xla_cpu_or_as_numpy():
+    # XLA:CPU runs with denormals-are-zero; the property check accepts either answer.
+    check_op(OPS["greater"], OpSample((np.array([1e-45, -1e-45, 0.0], "float32"), 0.0)))

@@ -140,3 +140,17 @@ def test_matmul_shape_errors_name_the_dims():
         F.matmul(ht.tensor(np.ones((2, 2, 3), np.float32)), ht.tensor(np.ones((3, 3, 5), np.float32)))
     with pytest.raises(OpError, match="scalar"):
         F.matmul(ht.tensor(np.float32(2.0)), ht.tensor(np.ones((3,), np.float32)))
+
+
+def test_float_sums_are_never_negative_zero():
+    # NumPy starts a sum at +0.0; XLA drops the start value of a one-element sum and
+    # constant-folds a sum of -0.0s to -0.0.
+    @xla_trace(capture_as_const=True)
+    def sums(x):
+        return F.sum(x, axis=0), F.mean(x, axis=()), F.sum(constant), F.mean(constant, axis=0)
+
+    constant = ht.tensor(np.array([-0.0, -0.0], "float32"))
+    x = ht.tensor(np.full((1, 3), -0.0, "float32"))
+    sums(x)
+    for result in sums(x):
+        assert not np.signbit(result.numpy()).any()

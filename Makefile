@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test test-thorough lint format bench clean
+.PHONY: install demo test test-thorough mutation lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ test: $(STAMP)
 
 test-thorough: $(STAMP)
 	HLOTRACE_HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest tests/test_op_properties.py
+
+# Mutation testing of the lowering rules (not part of `make test`; see TESTING.md).
+# Extra options: make mutation ARGS="--only reduction --jobs 1"
+mutation: $(STAMP)
+	$(BIN)/python -m hlotrace.testing.mutation $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check hlotrace tests benchmarks examples

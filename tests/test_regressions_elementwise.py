@@ -72,3 +72,11 @@ def test_adding_a_zero_constant_turns_negative_zero_positive():
 def test_subnormal_inputs_compare_as_zero_on_xla_cpu_or_as_numpy():
     # XLA:CPU runs with denormals-are-zero; the property check accepts either answer.
     check_op(OPS["greater"], OpSample((np.array([1e-45, -1e-45, 0.0], "float32"), 0.0)))
+
+
+def test_subtracting_a_negative_zero_constant_turns_negative_zero_positive():
+    # XLA folds x - (-0.0) to x, keeping -0.0; IEEE: -0.0 - (-0.0) = +0.0.
+    x = np.array([-0.0, 0.0, 2.0], "float32")
+    compiled, eager = _compiled(lambda t: t - -0.0, x)
+    np.testing.assert_array_equal(np.signbit(eager), [False, False, False])
+    np.testing.assert_array_equal(np.signbit(compiled), np.signbit(eager))

@@ -113,17 +113,19 @@ def select(pred: ir.Value, on_true: ir.Value, on_false: ir.Value) -> ir.Value:
     return stablehlo.SelectOp(pred, on_true, on_false).result
 
 
-def is_positive_zero(value: ir.Value) -> bool:
-    """Whether ``value`` is a splat constant +0 (or 0 / False, which convert to +0.0)."""
+def is_zero_constant(value: ir.Value, sign: float = 1.0) -> bool:
+    """Whether ``value`` is a splat constant zero of ``sign``: +0 (or 0 / False, which
+    convert to +0.0) for ``sign=1.0``, -0.0 for ``sign=-1.0``."""
     element = splat_constant(value)
-    return element is not None and element == 0 and math.copysign(1.0, element) > 0
+    return element is not None and element == 0 and math.copysign(1.0, element) == sign
 
 
 def plus_zero(value: ir.Value, aval: Aval) -> ir.Value:
     """``value + 0.0`` as IEEE computes it: -0.0 becomes +0.0, everything else is kept.
 
-    Spelled as a select because XLA's simplifier folds a literal ``x + 0`` (and a sum over
-    one element, which drops the +0 start value) to ``x``, keeping -0.0 where NumPy gives +0.0.
+    Spelled as a select because XLA's simplifier folds a literal ``x + 0`` and ``x - (-0.0)``
+    (and a sum over one element, which drops the +0 start value) to ``x``, keeping -0.0
+    where NumPy gives +0.0.
     """
     zero = constant(0, aval.dtype, aval.shape)
     return select(compare(value, zero, "EQ", aval.dtype), zero, value)

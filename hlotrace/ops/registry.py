@@ -136,7 +136,8 @@ def apply(op: OpDef, *inputs, **attrs):
         strong = [tensors[p].dtype for p in positions if p < len(tensors) and isinstance(tensors[p], Tensor)]
         for i, kind in weak_positions:
             dtype = dt.promote(*strong, dt.Weak(kind))
-            tensors[i] = Tensor._from_array(np.asarray(inputs[i], dtype=dtype))
+            with np.errstate(over="ignore"):  # 1e10 as a float16 operand is inf, as in NumPy
+                tensors[i] = Tensor._from_array(np.asarray(inputs[i], dtype=dtype))
 
     avals = tuple(Aval(t.shape, t.dtype) for t in tensors)
     try:

@@ -1,4 +1,4 @@
 """Test support: hypothesis strategies, the tolerance table, check_op and profiles.
 
-Imports hypothesis; only tests and tools import this package.
+Only tests and tools import this package (most of its modules need hypothesis).
 """

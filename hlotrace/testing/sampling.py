@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from hlotrace import dtypes as dt
 from hlotrace.testing.values import Values, nudge
@@ -91,8 +90,14 @@ def other_dtypes(first, choices=ALL):
     return st.one_of(st.just(first), st.sampled_from(tuple(choices)))
 
 
-def shapes(min_dims=0, max_dims=4, min_side=0, max_side=5):
-    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
+@st.composite
+def shapes(draw, min_dims=0, max_dims=4):
+    """A shape of rank min_dims..max_dims with sides 0..5 (see :func:`random_shape`)."""
+    rng = generator(draw)
+    while True:
+        shape = random_shape(rng, max_dims)
+        if len(shape) >= min_dims:
+            return shape
 
 
 def values(dtype, low=None, high=None, **options) -> Values:

@@ -46,6 +46,11 @@ INT32_BOUNDARIES = (
 )  # the extremes twice: they decide max/min start values and wraparound
 
 
+# Python scalars as written in programs, by dtype kind (bfloat16's kind is "V").
+_FLOAT_LITERALS = (0.0, -0.0, 1.0, -1.0, 2.0, 0.5)
+LITERALS = {"b": (False, True), "i": (0, 1, -1, 2), "f": _FLOAT_LITERALS, "V": _FLOAT_LITERALS}
+
+
 def float_boundaries(dtype) -> tuple[float, ...]:
     """Finite edge values of a float dtype: signed zeros, subnormals, the smallest normal,
     values around 1 and 2**24, and the largest finite values (all exactly representable)."""
@@ -145,8 +150,13 @@ class Values:
             return out.astype(self.dtype).astype(wide)
 
     def scalar(self, rng: np.random.Generator):
-        """One element as a Python bool, int or float."""
-        value = self.draw(rng, 1)[0]
+        """One element as a Python bool, int or float; a third of them are the literals
+        people write (``x + 0``, ``x * 1``, ``x / 2``), which XLA's simplifier rewrites."""
+        literals = [v for v in LITERALS[self.dtype.kind] if self.bounds()[0] <= v <= self.bounds()[1]]
+        if literals and rng.random() < 1 / 3:
+            value = literals[rng.integers(0, len(literals))]
+        else:
+            value = self.draw(rng, 1)[0]
         if self.dtype == dt.bool_:
             return bool(value)
         return int(value) if self.dtype == dt.int32 else float(value)

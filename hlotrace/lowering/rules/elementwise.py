@@ -42,14 +42,22 @@ def _add(ctx, x, y):
         return stablehlo.OrOp(lhs, rhs).result
     if out.dtype in dt.FLOATING:
         # XLA folds x + 0 to x, which keeps -0.0 (IEEE and NumPy give +0.0).
-        if hlo.is_positive_zero(y):
+        if hlo.is_zero_constant(y):
             return hlo.plus_zero(lhs, out)
-        if hlo.is_positive_zero(x):
+        if hlo.is_zero_constant(x):
             return hlo.plus_zero(rhs, out)
     return stablehlo.AddOp(lhs, rhs).result
 
 
-rule("subtract")(_arith(stablehlo.SubtractOp))
+@rule("subtract")
+def _subtract(ctx, x, y):
+    out = ctx.out_aval
+    lhs, rhs = _operands_as(ctx, (x, y), out.dtype)
+    if out.dtype in dt.FLOATING and hlo.is_zero_constant(y, -1.0):
+        return hlo.plus_zero(lhs, out)  # x - (-0.0) is x + 0.0, which XLA folds to x as well
+    return stablehlo.SubtractOp(lhs, rhs).result
+
+
 rule("multiply")(_arith(stablehlo.MulOp, stablehlo.AndOp))
 rule("divide")(_arith(stablehlo.DivOp))
 rule("maximum")(_arith(stablehlo.MaxOp, stablehlo.OrOp))

@@ -1,0 +1,240 @@
+"""Columns (test commands), scratch copies of the repository, and running mutants through them."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hlotrace.testing.mutation.catalog import Mutant
+
+PROPERTY_FILE = "tests/test_op_properties.py"
+PYTEST = ("{python}", "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider")
+_SUMMARY_LINE = re.compile(r"^(FAILED|ERROR) (.+?)(?: - .*)?$", re.M)
+
+
+def pytest_killer(output: str, returncode: int) -> str:
+    """The first ``FAILED``/``ERROR`` node id of pytest's short summary, else how it ended."""
+    match = _SUMMARY_LINE.search(output)
+    if match:
+        return match.group(2).strip()
+    if returncode < 0:  # no summary: the interpreter itself died (a crash in XLA or MLIR)
+        try:
+            return f"crashed ({signal.Signals(-returncode).name})"
+        except ValueError:
+            return f"crashed (signal {-returncode})"
+    return f"exit status {returncode}"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One way of testing a mutant: a command run in the scratch copy's root.
+
+    A non-zero exit kills the mutant; ``killer`` names what killed it from the output.
+    ``contains``: columns whose tests this one also runs, so their kills count here without
+    running anything, and ``exclude`` of a contained column that survived is appended to this
+    command (its tests already passed). ``runs_property_tests``: a kill by the hinted ops'
+    property tests (run first, see :func:`hint_ids`) counts for this column.
+    """
+
+    name: str
+    argv: tuple[str, ...]  # "{python}" stands for the interpreter running the harness
+    description: str
+    contains: tuple[str, ...] = ()
+    runs_property_tests: bool = False
+    exclude: tuple[str, ...] = ()
+    killer: Callable[[str, int], str] = pytest_killer
+    no_tests_codes: tuple[int, ...] = (4, 5)  # exit codes meaning "ran nothing": a harness error
+
+
+COLUMNS: dict[str, Column] = {}
+
+
+def register_column(column: Column) -> Column:
+    COLUMNS[column.name] = column
+    return column
+
+
+register_column(
+    Column(
+        "property",
+        (*PYTEST, PROPERTY_FILE),
+        "the generated property tests alone (tests/test_op_properties.py)",
+        runs_property_tests=True,
+        exclude=("--deselect", PROPERTY_FILE),
+    )
+)
+register_column(
+    Column("suite", PYTEST, "the whole `make test` suite", contains=("property",), runs_property_tests=True)
+)
+
+
+def ordered(names: list[str]) -> list[Column]:
+    """The columns named, each after the columns it contains."""
+    result: list[Column] = []
+    pending = [COLUMNS[n] for n in names]
+    while pending:
+        ready = [c for c in pending if not any(d in names and d not in [r.name for r in result] for d in c.contains)]
+        if not ready:
+            raise ValueError(f"columns contain each other in a cycle: {[c.name for c in pending]}")
+        result.append(ready[0])
+        pending.remove(ready[0])
+    return result
+
+
+@dataclass(frozen=True)
+class Verdict:
+    killed: bool
+    by: str = ""  # node id (or exit status) that killed the mutant
+    seconds: float = 0.0
+    timed_out: bool = False
+    via: str = ""  # "hint" or the contained column whose kill this is
+    error: str = ""  # harness problem: the run tested nothing
+
+
+class Scratch:
+    """A private copy of the repository in which mutants are applied and tests run."""
+
+    def __init__(self, root: Path, rev: str | None, verbose: bool = False):
+        self.path = Path(tempfile.mkdtemp(prefix="hlotrace-mutation-")).resolve()
+        self.verbose = verbose
+        self._procs: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self._stopped = False
+        if rev is None:
+            listing = subprocess.run(
+                ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, capture_output=True, check=True
+            )
+            for name in filter(None, listing.stdout.decode().split("\0")):
+                source = Path(root) / name
+                if source.is_file():
+                    (self.path / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(source, self.path / name)
+        else:
+            archive = subprocess.run(["git", "archive", "--format=tar", rev], cwd=root, capture_output=True, check=True)
+            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+                tar.extractall(self.path, filter="data")
+        self.env = dict(os.environ)
+        self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.path), os.environ.get("PYTHONPATH")]))
+        # HLOTRACE_HYPOTHESIS_SEED, when set, passes through: ci's fixed seed is the default.
+        self.env.update(HLOTRACE_PLATFORM="cpu", HLOTRACE_HYPOTHESIS_PROFILE="ci", PYTHONDONTWRITEBYTECODE="1")
+        self.env.pop("HLOTRACE_DUMP_TO", None)
+
+    def check_import(self) -> str | None:
+        """None if ``import hlotrace`` in this copy loads the copy, else what it loads."""
+        code = "import os, hlotrace; print(os.path.realpath(hlotrace.__file__))"
+        proc = subprocess.run([sys.executable, "-c", code], cwd=self.path, env=self.env, capture_output=True, text=True)
+        loaded = proc.stdout.strip() or proc.stderr.strip()
+        return None if proc.returncode == 0 and loaded.startswith(str(self.path) + os.sep) else loaded
+
+    def property_ids(self) -> list[str]:
+        """Node ids of the property tests (collected in this copy)."""
+        argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts=", "-p", "no:cacheprovider"]
+        proc = subprocess.run([*argv, PROPERTY_FILE], cwd=self.path, env=self.env, capture_output=True, text=True)
+        return [line for line in proc.stdout.splitlines() if line.startswith(PROPERTY_FILE + "::")]
+
+    def run(self, argv: tuple[str, ...], timeout: float) -> tuple[int, str, float, bool]:
+        """(exit status, output, seconds, timed out) of ``argv`` run in this copy."""
+        shutil.rmtree(self.path / ".hypothesis", ignore_errors=True)  # no examples replayed across mutants
+        argv = tuple(sys.executable if a == "{python}" else a for a in argv)
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            argv, cwd=self.path, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        with self._lock:
+            self._procs.add(proc)
+            if self._stopped:  # interrupted while this run was starting
+                os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            timed_out = True
+        except BaseException:  # Ctrl-C: the child runs in its own session and did not get SIGINT
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        finally:
+            with self._lock:
+                self._procs.discard(proc)
+        seconds = time.monotonic() - start
+        if self.verbose:
+            print(f"    ran {' '.join(argv[1:])[:150]} -> {proc.returncode} ({seconds:.1f}s)", flush=True)
+        return proc.returncode, output, seconds, timed_out
+
+    def kill_all(self) -> None:
+        """Kill the running tests and every later run (interruption)."""
+        with self._lock:
+            self._stopped = True
+            for proc in self._procs:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _verdict(column: Column, result: tuple[int, str, float, bool], via: str = "") -> Verdict:
+    code, output, seconds, timed_out = result
+    if timed_out:
+        return Verdict(True, "timeout", seconds, timed_out=True, via=via)
+    if code in column.no_tests_codes:
+        tail = "\n".join(output.strip().splitlines()[-5:])
+        return Verdict(False, seconds=seconds, via=via, error=f"exit status {code}, nothing tested: {tail}")
+    return Verdict(code != 0, column.killer(output, code) if code else "", seconds, via=via)
+
+
+def run_columns(scratch: Scratch, names: list[str], hint_ids: list[str], timeout: float) -> dict[str, Verdict]:
+    """Run the columns against the scratch copy as it is now; one Verdict per column."""
+    verdicts: dict[str, Verdict] = {}
+    hint: Verdict | None = None
+    for column in ordered(names):
+        inherited = next((c for c in column.contains if c in verdicts and verdicts[c].killed), None)
+        if inherited:
+            verdicts[column.name] = replace(verdicts[inherited], seconds=0.0, via=inherited)
+            continue
+        if column.runs_property_tests and hint_ids:
+            if hint is None:
+                hint = _verdict(column, scratch.run((*PYTEST, *hint_ids), timeout), via="hint")
+            if hint.killed:
+                verdicts[column.name] = hint
+                continue
+        argv = column.argv
+        for contained in column.contains:
+            if contained in verdicts and not verdicts[contained].error:
+                argv = (*argv, *COLUMNS[contained].exclude)
+        verdicts[column.name] = _verdict(column, scratch.run(argv, timeout))
+    return verdicts
+
+
+def hint_ids(ops, property_ids: list[str]) -> list[str]:
+    """The property tests of ``ops``: node ids ending in ``[<op>]`` or ``[<op>-<more>]``."""
+    pattern = re.compile(r"\[(?:" + "|".join(map(re.escape, ops)) + r")(?:-[^\]]*)?\]$") if ops else None
+    return [i for i in property_ids if pattern and pattern.search(i)]
+
+
+def run_mutant(scratch: Scratch, mutant: Mutant, names: list[str], property_ids: list[str], timeout: float):
+    """Apply ``mutant`` to the scratch copy, run the columns, restore the file."""
+    path = scratch.path / mutant.file
+    original = path.read_bytes()
+    path.write_bytes(mutant.apply(original.decode("utf-8")).encode("utf-8"))
+    try:
+        return run_columns(scratch, names, hint_ids(mutant.ops, property_ids), timeout)
+    finally:
+        path.write_bytes(original)

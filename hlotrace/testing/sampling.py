@@ -17,7 +17,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from hlotrace import dtypes as dt
-from hlotrace.testing.values import Values, nudge
+from hlotrace.testing.values import LITERALS, Values, nudge
 
 ALL = dt.SUPPORTED
 NUMERIC = (dt.int32, dt.float16, dt.bfloat16, dt.float32)
@@ -251,12 +251,23 @@ def elementwise(draw, n, dtypes_=ALL, ranges=None, scalars=True, same_dtype=Fals
 @st.composite
 def with_captures(draw, samples, one_in=4):
     """``samples`` with about one array operand in ``one_in`` marked as captured (lowered
-    as a constant, see :class:`OpSample`)."""
+    as a constant, see :class:`OpSample`); a third of the captured float and bool arrays
+    are filled with one literal."""
     sample = draw(samples)
     rng = generator(draw)
     positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
     captured = frozenset(i for i in positions if rng.integers(0, one_in) == 0)
-    return replace(sample, captured=captured) if captured else sample
+    if not captured:
+        return sample
+    args = list(sample.args)
+    for i in captured:
+        literals = LITERALS[args[i].dtype.kind]
+        if args[i].dtype != dt.int32 and rng.random() < 1 / 3:
+            # Like a model's captured zero bias or unit scale: one literal everywhere (+0 most
+            # often), the constants XLA's simplifier folds into the ops that use them.
+            value = literals[0] if rng.random() < 0.5 else literals[rng.integers(0, len(literals))]
+            args[i] = np.full(args[i].shape, value, args[i].dtype)
+    return replace(sample, args=tuple(args), captured=captured)
 
 
 # -- per-op element ranges and samplers of the elementwise family ------------------------

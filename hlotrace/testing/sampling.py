@@ -2,9 +2,10 @@
 
 Arrays carry boundary and special values where the dtype admits them (:mod:`.values`),
 sometimes consist of a few repeated values (ties, uniform constants) or of signed zeros
-only; shapes include zero-size dims, size-1 and rank-deficient broadcasting; operands of
-one sample share a pool of values so that they meet as ties and near-ties; binary ops
-also see Python scalars (weak types) and array operands may be captured as constants.
+only; shapes include zero-size dims, size-1 and rank-deficient broadcasting; an operand
+is correlated with an earlier one of its dtype so that they meet as ties and near-ties;
+binary ops also see Python scalars (weak types) and array operands may be captured as
+constants.
 """
 
 from __future__ import annotations
@@ -111,10 +112,6 @@ def generator(draw) -> np.random.Generator:
     return np.random.default_rng(draw(st.integers(0, 2**64 - 1)))
 
 
-def _as_dtype(flat: np.ndarray, dtype, shape) -> np.ndarray:
-    return flat.reshape(shape).astype(dtype)
-
-
 @st.composite
 def arrays(draw, dtype, shape, elements: Values | None = None):
     """An array of ``dtype`` (bfloat16 included) and ``shape``, filled from ``elements``
@@ -134,7 +131,7 @@ def arrays(draw, dtype, shape, elements: Values | None = None):
         flat = pool[rng.integers(0, len(pool), size)]
     else:
         flat = elements.draw(rng, size)
-    return _as_dtype(flat, dtype, shape)
+    return flat.reshape(shape).astype(dtype)
 
 
 @st.composite
@@ -154,7 +151,7 @@ def long_arrays(draw, dtype, shape, elements: Values | None = None):
         special = rng.random(count) < 0.75
         planted[special] = rng.choice(np.array([np.nan, np.nan, np.inf, -np.inf]), int(special.sum()))
     flat[rng.integers(0, max(size, 1), count)] = planted
-    return _as_dtype(flat, dtype, shape)
+    return flat.reshape(shape).astype(dtype)
 
 
 @st.composite

@@ -13,7 +13,7 @@ from hlotrace import (
 )
 from hlotrace.errors import BackendError, HlotraceError, LoweringError, OpError, TraceError
 from hlotrace.jit import xla_trace
-from hlotrace.tensor import Tensor, tensor
+from hlotrace.tensor import Parameter, Tensor, tensor
 
 F = functional
 
@@ -25,6 +25,7 @@ __all__ = [
     "HlotraceError",
     "LoweringError",
     "OpError",
+    "Parameter",
     "Tensor",
     "TraceError",
     "dtypes",

@@ -24,7 +24,7 @@ class Tensor:
         (x * 2).sum().numpy()   # array(6., dtype=float32)
     """
 
-    __slots__ = ("__weakref__", "_device", "_host", "_origin")
+    __slots__ = ("__weakref__", "_device", "_host", "_origin", "grad")
     __array_priority__ = 100  # ndarray <op> Tensor defers to Tensor's reflected operators
 
     def __init__(self):
@@ -43,6 +43,7 @@ class Tensor:
         self._host = array
         self._device = None
         self._origin = None
+        self.grad = None
         return self
 
     @classmethod
@@ -52,6 +53,7 @@ class Tensor:
         self._host = None
         self._device = buffer
         self._origin = None
+        self.grad = None
         return self
 
     # -- properties -------------------------------------------------------------------
@@ -159,8 +161,56 @@ class Tensor:
         return F.squeeze(self, axis)
 
     def detach(self) -> Tensor:
-        """Identity (no autodiff yet); kept so code written for autodiff frontends runs."""
+        """The same value as a new Tensor that gradients do not flow through.
+
+        While recording, the detached tensor is the same traced value (no op is recorded).
+        """
+        out = object.__new__(type(self) if type(self) is Tensor else Tensor)
+        out._host, out._device, out._origin, out.grad = self._host, self._device, self._origin, None
+        from hlotrace.ops.registry import current_recorder
+
+        recorder = current_recorder()
+        if recorder is not None:
+            recorder.alias(out, self)
+        return out
+
+    # -- in-place updates -----------------------------------------------------------------
+    def _assign(self, value) -> Tensor:
+        """Make this Tensor object hold ``value`` (same shape; cast within its kind).
+
+        Eagerly this swaps the array; while recording, the tensor becomes the recorded
+        value (an input updated in place becomes an output written back after each call);
+        under autodiff, gradients flow through the new value.
+        """
+        from hlotrace.ops.registry import TAPES, current_recorder
+
+        if not isinstance(value, Tensor):
+            value = F.broadcast_to(F.astype(value, self.dtype), self.shape)
+        if value.shape != self.shape:
+            raise _inplace_error(self, value, "would change its shape")
+        if value.dtype != self.dtype:
+            if dt.is_floating(value.dtype) and not dt.is_floating(self.dtype):
+                raise _inplace_error(self, value, "would need an unsafe float-to-integer cast")
+            value = F.astype(value, self.dtype)
+        recorder = current_recorder()
+        if recorder is not None:
+            recorder.assign(self, value, user_location(2))
+        for tape in TAPES:
+            tape.assign(self, value)
+        self._host, self._device = value._host, value._device
         return self
+
+    def __iadd__(self, other):
+        return self._assign(F.add(self, other))
+
+    def __isub__(self, other):
+        return self._assign(F.subtract(self, other))
+
+    def __imul__(self, other):
+        return self._assign(F.multiply(self, other))
+
+    def __itruediv__(self, other):
+        return self._assign(F.divide(self, other))
 
     def __getitem__(self, index) -> Tensor:
         return F.getitem(self, index)
@@ -244,6 +294,35 @@ class Tensor:
     def __invert__(self):
         _require_bool(self, "~")
         return F.logical_not(self)
+
+
+def _inplace_error(target: Tensor, value: Tensor, why: str) -> OpError:
+    loc = user_location(3)
+    return OpError(
+        f"in-place update of a {dt.short_name(target.dtype)}{list(target.shape)} tensor with a "
+        f"{dt.short_name(value.dtype)}{list(value.shape)} value {why}" + (f" (at {loc})" if loc else "")
+    )
+
+
+class Parameter(Tensor):
+    """A Tensor that modules register as a trainable parameter (``.grad`` holds its gradient).
+
+    >>> w = Parameter(np.zeros((3, 4), np.float32))
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, value, dtype=None):
+        base = tensor(value, dtype=dtype)
+        self = object.__new__(cls)
+        self._host, self._device, self._origin, self.grad = base._host, base._device, user_location(2), None
+        return self
+
+    def __init__(self, value, dtype=None):
+        pass
+
+    def __repr__(self) -> str:
+        return "Parameter" + super().__repr__()[len("tensor") :]
 
 
 def _require_bool(value, operator: str):

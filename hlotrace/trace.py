@@ -228,6 +228,9 @@ class Recorder:
         self._var_of: dict[int, int] = {}
         self._alive: list = []
         self._token = None
+        # Tensors updated in place (Tensor._assign) while recording: id -> tensor.
+        self.assigned: dict[int, object] = {}
+        self.captured: set[int] = set()  # var ids of tensors captured from outside as constants
 
     def __enter__(self) -> Recorder:
         if _RECORDER.get() is not None:
@@ -258,7 +261,9 @@ class Recorder:
         if var_id is not None:
             return var_id
         if self.capture_as_const:
-            return self.add_constant(tensor)
+            var_id = self.add_constant(tensor)
+            self.captured.add(var_id)
+            return var_id
         origin = f"created at {tensor._origin}" if tensor._origin else "created outside the traced function"
         where = f" at {location}" if location else ""
         raise TraceError(
@@ -266,6 +271,25 @@ class Recorder:
             f"input of the traced function ({origin}). Pass it as an argument, or decorate with "
             f"xla_trace(capture_as_const=True) to bake its current value into the compiled program."
         )
+
+    def alias(self, tensor, same_as) -> None:
+        """Make ``tensor`` name the same recorded value as ``same_as`` (detach, no op)."""
+        self._bind(tensor, self.var_of(same_as, "detach()", None))
+
+    def assign(self, tensor, value, location: SourceLocation | None) -> None:
+        """``tensor`` now holds ``value`` (an in-place update, see Tensor._assign)."""
+        var_id = self._var_of.get(id(tensor))
+        if var_id is None:
+            var_id = self.var_of(tensor, "an in-place update", location)
+        if var_id in self.captured:
+            where = f" at {location}" if location else ""
+            raise TraceError(
+                f"in-place update{where} of a tensor of shape {tensor.shape} and dtype {tensor.dtype} that the "
+                f"recording captured as a constant (capture_as_const): a compiled step cannot write it back. "
+                f"Pass the tensor (or the module/optimizer that owns it) as an argument instead."
+            )
+        self._bind(tensor, self.var_of(value, "an in-place update", location))
+        self.assigned[id(tensor)] = tensor
 
     def record(self, op: OpDef, attrs: dict, inputs, outputs, location) -> None:
         in_ids = tuple(self.var_of(t, f"op {op.name}", location) for t in inputs)

@@ -54,7 +54,11 @@ class OpDef:
       promote_inputs: input positions whose dtypes decide a Python scalar operand's dtype
         (None: all of them).
       variadic: the op takes any number of tensor inputs (concat).
-      vjp: reverse-mode rule expressed in registered ops (added by the autodiff work).
+      vjp: reverse-mode rule ``vjp(ct, out, *inputs, **attrs) -> tuple`` written with
+        registered ops (hlotrace.functional), one cotangent (or None for zero) per input; see
+        :mod:`hlotrace.autodiff` for the contract. ``NOT_DIFFERENTIABLE`` marks ops whose
+        result carries no gradient (comparisons, logic, integer results); ``None`` means
+        nobody wrote one yet, and differentiating through the op is an error.
     """
 
     name: str
@@ -71,6 +75,17 @@ class OpDef:
 
 
 OPS: dict[str, OpDef] = {}
+
+# OpDef.vjp for ops whose output carries no gradient (comparisons, logical ops, ...).
+NOT_DIFFERENTIABLE = "not differentiable"
+
+# Active autodiff tapes (hlotrace.autodiff.Tape), innermost last; apply() records into each.
+TAPES: list = []
+
+
+def is_differentiable(op: OpDef) -> bool:
+    """Whether gradients flow through ``op`` (it has, or should have, a VJP)."""
+    return op.vjp is not NOT_DIFFERENTIABLE
 
 
 def register_op(op: OpDef) -> OpDef:
@@ -157,14 +172,17 @@ def apply(op: OpDef, *inputs, **attrs):
         raise _op_error(op, str(exc), avals) from None
     out = _as_output(op, result, out_aval)
 
+    location = user_location(2)
     recorder = _RECORDER.get()
     if recorder is not None:
         for i in converted:
             recorder.add_constant(tensors[i])
-        recorder.record(op, attrs, tensors, out, user_location(2))
+        recorder.record(op, attrs, tensors, out, location)
     else:
         # Remembered so that a recording that closes over this tensor can say where it came from.
-        out._origin = user_location(2)
+        out._origin = location
+    for tape in TAPES:
+        tape.record(op, attrs, tensors, out, location)
     return out
 
 

@@ -1,0 +1,343 @@
+"""Reverse-mode autodiff over registered ops: a tape, ``grad``/``value_and_grad`` and a
+MegEngine-style :class:`GradManager`, two front ends over one tape.
+
+While a tape is active every op application whose inputs it tracks is appended to it. The
+backward pass calls each op's VJP (``OpDef.vjp``, written beside the op in ``ops/``), and
+those VJPs are ordinary op applications: eagerly they compute, inside ``xla_trace`` they
+are recorded and lowered by the same rules as the forward pass, and under an outer tape
+they are taped again, which gives gradients of gradients.
+
+The VJP contract (one function per op, beside its OpDef)::
+
+    def vjp(ct, out, *inputs, **attrs) -> tuple[Tensor | None, ...]
+
+- ``ct`` is the cotangent of ``out`` (same shape and dtype as ``out``);
+- ``inputs`` are the op's input Tensors as the op saw them (Python scalars already turned
+  into tensors, dtypes not yet promoted), ``attrs`` its canonical attributes;
+- return one cotangent per input, or None where it is zero. A cotangent may have the
+  *broadcast* shape and the promoted dtype: the engine sums it over broadcast dims and casts
+  it to the input's dtype (:func:`unbroadcast`), so VJPs never handle broadcasting or
+  promotion themselves. Inputs that are not floating point get no gradient.
+- It must use hlotrace.functional ops only (no NumPy on values), so it records.
+
+``OpDef.vjp = NOT_DIFFERENTIABLE`` marks ops whose outputs carry no gradient
+(comparisons, logical ops); outputs of integer or bool dtype never carry one either.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hlotrace import dtypes as dt
+from hlotrace.errors import OpError
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE, TAPES, OpDef
+from hlotrace.source import SourceLocation
+from hlotrace.tensor import Tensor, tensor
+
+
+@dataclass(frozen=True)
+class _Node:
+    op: OpDef
+    attrs: dict
+    inputs: tuple  # Tensors as the op saw them (kept alive: VJPs read them)
+    in_keys: tuple  # tape key per input, None when the tape does not track it
+    out: Tensor
+    out_key: int
+    location: SourceLocation | None
+
+
+class Tape:
+    """Records the op applications that depend on watched tensors.
+
+    Tensors are tracked by *key*, not identity: an in-place update (``x += 1``) gives the
+    same Tensor object a new key, so uses before and after the update stay distinct.
+    """
+
+    def __init__(self):
+        self.nodes: list[_Node] = []
+        self._key_of: dict[int, int] = {}
+        self._alive: list = []  # tensors whose id() is a key in _key_of
+        self._keys = itertools.count()
+
+    def watch(self, t: Tensor) -> int:
+        """Start tracking ``t`` as a leaf; returns its key."""
+        key = next(self._keys)
+        self._key_of[id(t)] = key
+        self._alive.append(t)
+        return key
+
+    def key(self, t: Tensor) -> int | None:
+        return self._key_of.get(id(t))
+
+    def record(self, op: OpDef, attrs: dict, inputs, out: Tensor, location) -> None:
+        key_of = self._key_of
+        in_keys = tuple(key_of.get(id(t)) for t in inputs)
+        if not any(k is not None for k in in_keys):
+            return
+        if op.vjp is NOT_DIFFERENTIABLE or not dt.is_floating(out.dtype):
+            return
+        out_key = self.watch(out)
+        self.nodes.append(_Node(op, attrs, tuple(inputs), in_keys, out, out_key, location))
+
+    def assign(self, target: Tensor, value: Tensor) -> None:
+        """``target`` now holds ``value`` (in-place update): it takes over value's key."""
+        key = self._key_of.get(id(value))
+        if key is None:
+            self._key_of.pop(id(target), None)
+        else:
+            self._key_of[id(target)] = key
+            self._alive.append(target)
+
+    def __enter__(self) -> Tape:
+        TAPES.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop recording (idempotent)."""
+        if self in TAPES:
+            TAPES.remove(self)
+
+    def backward(self, outputs: Sequence[Tensor], cotangents: Sequence[Tensor], wrt: Sequence[int]) -> list:
+        """Cotangents of the keys ``wrt`` (None where no path leads there).
+
+        Runs with this tape (and any tape inside it) paused, so the VJPs' own ops are taped
+        only by outer tapes: that is what makes gradients of gradients work.
+        """
+        position = TAPES.index(self) if self in TAPES else len(TAPES)
+        paused = TAPES[position:]
+        del TAPES[position:]
+        try:
+            cts: dict[int, Tensor] = {}
+            for y, ct in zip(outputs, cotangents, strict=True):
+                key = self.key(y)
+                if key is not None:
+                    _accumulate(cts, key, ct)
+            needed = set(wrt)
+            for node in reversed(self.nodes):
+                ct = cts.pop(node.out_key, None)
+                if ct is None:
+                    continue
+                if node.op.vjp is None:
+                    where = f" at {node.location}" if node.location else ""
+                    raise OpError(
+                        f"{node.op.name}: no VJP is registered, so gradients cannot flow through it{where} "
+                        f"(add vjp= to its OpDef in hlotrace/ops/{node.op.family}.py)"
+                    )
+                grads = node.op.vjp(ct, node.out, *node.inputs, **node.attrs)
+                if len(grads) != len(node.inputs):
+                    raise AssertionError(
+                        f"internal error: the VJP of {node.op.name} returned {len(grads)} cotangents "
+                        f"for {len(node.inputs)} inputs"
+                    )
+                for key, x, g in zip(node.in_keys, node.inputs, grads, strict=True):
+                    if key is None or g is None or not dt.is_floating(x.dtype):
+                        continue
+                    _accumulate(cts, key, unbroadcast(g, x))
+            return [cts.get(k) if k in needed else None for k in wrt]
+        finally:
+            TAPES[position:position] = paused
+
+
+def _accumulate(cts: dict, key: int, g: Tensor) -> None:
+    previous = cts.get(key)
+    cts[key] = g if previous is None else previous + g
+
+
+def unbroadcast(g: Tensor, x: Tensor) -> Tensor:
+    """``g`` (of a broadcast shape) summed down to ``x``'s shape and cast to its dtype."""
+    from hlotrace import functional as F
+
+    if g.shape != x.shape:
+        lead = g.ndim - x.ndim
+        axes = tuple(range(lead)) + tuple(
+            lead + i for i, d in enumerate(x.shape) if d == 1 and g.shape[lead + i] != 1
+        )
+        if axes:
+            g = F.sum(g, axis=axes, keepdims=True)
+        if g.shape != x.shape:
+            g = F.reshape(g, x.shape)
+    if g.dtype != x.dtype:
+        g = F.astype(g, x.dtype)
+    return g
+
+
+def ones_like(x: Tensor) -> Tensor:
+    return tensor(np.ones(x.shape, x.dtype), dtype=x.dtype)
+
+
+def zeros_like(x: Tensor) -> Tensor:
+    return tensor(np.zeros(x.shape, x.dtype), dtype=x.dtype)
+
+
+# -- functional front end ---------------------------------------------------------------
+
+
+def _argnums(argnums) -> tuple[int, ...]:
+    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+
+def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """``fn``'s value and its gradient with respect to the arguments ``argnums``.
+
+    ``fn`` must return a scalar floating-point Tensor (or ``(scalar, aux)`` with
+    ``has_aux``). The gradient is one Tensor, or a tuple when ``argnums`` is a sequence;
+    an argument the value does not depend on gets zeros.
+
+    >>> value_and_grad(lambda x: (x * x).sum())(ht.tensor([1.0, 2.0]))
+    (tensor(5.), tensor([2., 4.]))
+    """
+    positions = _argnums(argnums)
+
+    def wrapped(*args, **kwargs):
+        args = list(args)
+        for i in positions:
+            if i >= len(args):
+                raise OpError(f"grad: argnums {i} is out of range for {len(args)} positional arguments")
+            if not isinstance(args[i], Tensor):
+                args[i] = tensor(args[i])
+            if not dt.is_floating(args[i].dtype):
+                raise OpError(
+                    f"grad: argument {i} has dtype {args[i].dtype}; only floating-point arguments have gradients"
+                )
+        tape = Tape()
+        with tape:
+            keys = [tape.watch(args[i]) for i in positions]
+            result = fn(*args, **kwargs)
+        value, aux = result if has_aux else (result, None)
+        if not isinstance(value, Tensor) or value.shape != () or not dt.is_floating(value.dtype):
+            got = f"{value.dtype}{list(value.shape)}" if isinstance(value, Tensor) else type(value).__name__
+            raise OpError(f"grad: the function must return a scalar floating-point Tensor, got {got}")
+        grads = tape.backward([value], [ones_like(value)], keys)
+        grads = [g if g is not None else zeros_like(args[i]) for g, i in zip(grads, positions, strict=True)]
+        out = grads[0] if isinstance(argnums, int) else tuple(grads)
+        return ((value, aux), out) if has_aux else (value, out)
+
+    return wrapped
+
+
+def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """The gradient of scalar-valued ``fn`` with respect to the arguments ``argnums``.
+
+    >>> grad(lambda x: (x * x).sum())(ht.tensor([1.0, 2.0]))
+    tensor([2., 4.])
+    """
+    vg = value_and_grad(fn, argnums, has_aux)
+
+    def wrapped(*args, **kwargs):
+        (value, aux), g = vg(*args, **kwargs) if has_aux else ((None, None), vg(*args, **kwargs)[1])
+        return (g, aux) if has_aux else g
+
+    return wrapped
+
+
+def vjp(fn: Callable, *primals: Tensor):
+    """``(outputs, vjp_fn)``: ``vjp_fn(*cotangents)`` gives one cotangent per primal."""
+    tape = Tape()
+    with tape:
+        keys = [tape.watch(p) for p in primals]
+        out = fn(*primals)
+    outs = out if isinstance(out, tuple | list) else (out,)
+
+    def vjp_fn(*cts):
+        grads = tape.backward(list(outs), list(cts), keys)
+        return tuple(g if g is not None else zeros_like(p) for g, p in zip(grads, primals, strict=True))
+
+    return out, vjp_fn
+
+
+# -- GradManager ------------------------------------------------------------------------
+
+
+class GradManager:
+    """MegEngine-style gradient manager.
+
+    >>> gm = GradManager().attach(net.parameters())
+    >>> with gm:
+    ...     loss = F.mse_loss(net(x), y)
+    ...     gm.backward(loss)          # param.grad += d loss / d param
+    >>> opt.step().clear_grad()
+
+    ``attach(params, callbacks=[fn])``: each callback maps ``(param, grad) -> grad`` before
+    the gradient is accumulated into ``param.grad`` (clipping, scaling); callbacks are
+    ordinary tensor code, so they are recorded inside a compiled step. Gradients accumulate
+    across backward calls until the optimizer's ``clear_grad()``.
+    """
+
+    def __init__(self):
+        self._attached: list[Tensor] = []
+        self._callbacks: dict[int, list] = {}
+        self._tape: Tape | None = None
+        self._keys: list[int] = []
+
+    def attach(self, params, callbacks=None) -> GradManager:
+        if isinstance(params, Tensor):
+            params = [params]
+        if callable(callbacks):
+            callbacks = [callbacks]
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise OpError(f"GradManager.attach: expected Tensors, got {type(p).__name__}")
+            if not dt.is_floating(p.dtype):
+                raise OpError(f"GradManager.attach: a {p.dtype} tensor cannot have gradients")
+            if id(p) not in self._callbacks:
+                self._attached.append(p)
+                self._callbacks[id(p)] = []
+            self._callbacks[id(p)].extend(callbacks or ())
+        return self
+
+    def attached_tensors(self) -> list[Tensor]:
+        return list(self._attached)
+
+    def __enter__(self) -> GradManager:
+        self.record()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def record(self) -> None:
+        """Start recording (what ``with gm:`` does on entry)."""
+        if self._tape is not None:
+            raise OpError("GradManager is already recording")
+        self._tape = Tape()
+        self._keys = [self._tape.watch(p) for p in self._attached]
+        TAPES.append(self._tape)
+
+    def release(self) -> None:
+        """Stop recording and drop the tape (idempotent)."""
+        if self._tape is not None:
+            self._tape.stop()
+            self._tape = None
+
+    def backward(self, y: Tensor | Sequence[Tensor], dy=None) -> None:
+        """Accumulate d(y·dy)/d(param) into every attached ``param.grad``; ends the recording.
+
+        ``dy`` defaults to ones (``y`` is then usually a scalar loss).
+        """
+        if self._tape is None:
+            raise OpError("GradManager.backward() outside `with gm:` (nothing was recorded)")
+        ys = list(y) if isinstance(y, list | tuple) else [y]
+        if dy is None:
+            dys = [ones_like(t) for t in ys]
+        else:
+            dys = list(dy) if isinstance(dy, list | tuple) else [dy]
+            dys = [d if isinstance(d, Tensor) else tensor(d, dtype=t.dtype) for d, t in zip(dys, ys, strict=True)]
+        tape = self._tape
+        tape.stop()
+        try:
+            grads = tape.backward(ys, dys, self._keys)
+            for p, g in zip(self._attached, grads, strict=True):
+                if g is None:
+                    continue
+                for callback in self._callbacks[id(p)]:
+                    g = callback(p, g)
+                p.grad = g if p.grad is None else p.grad + g
+        finally:
+            self._tape = None

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test test-thorough mutation lint format bench clean
+.PHONY: install demo demo-softmax test test-thorough mutation lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,7 +15,11 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python examples/demo.py
+	$(BIN)/python examples/train_mlp.py
+
+# The first demo: a fused softmax recorded, lowered, compiled and timed against jax.jit.
+demo-softmax: $(STAMP)
+	$(BIN)/python examples/softmax_demo.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

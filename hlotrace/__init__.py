@@ -1,7 +1,8 @@
 """hlotrace: record eager NumPy-backed programs, lower them to StableHLO, run them via PJRT.
 
 >>> import hlotrace as ht
->>> from hlotrace.jit import xla_trace
+>>> from hlotrace.jit import partial_trace, xla_trace
+from hlotrace.serialization import load, save
 >>> @xla_trace
 ... def f(x):
 ...     return (x * 2).sum()
@@ -10,9 +11,12 @@
 from hlotrace import (
     dtypes,
     functional,
+    nn,
+    optim,
 )
 from hlotrace.errors import BackendError, HlotraceError, LoweringError, OpError, TraceError
-from hlotrace.jit import xla_trace
+from hlotrace.jit import partial_trace, xla_trace
+from hlotrace.serialization import load, save
 from hlotrace.tensor import Parameter, Tensor, tensor
 
 F = functional
@@ -30,6 +34,11 @@ __all__ = [
     "TraceError",
     "dtypes",
     "functional",
+    "load",
+    "nn",
+    "optim",
+    "partial_trace",
+    "save",
     "tensor",
     "xla_trace",
 ]

@@ -41,13 +41,14 @@ from hlotrace.tensor import Tensor, tensor
 
 @dataclass(frozen=True)
 class _Node:
-    op: OpDef
+    op: OpDef | None  # None for a function node (partial_trace): see Tape.record_function
     attrs: dict
     inputs: tuple  # Tensors as the op saw them (kept alive: VJPs read them)
     in_keys: tuple  # tape key per input, None when the tape does not track it
-    out: Tensor
-    out_key: int
+    out: Tensor | tuple  # the output (a tuple of outputs for a function node)
+    out_key: int | tuple
     location: SourceLocation | None
+    function_vjp: Callable | None = None  # cotangents of every output -> one per input
 
 
 class Tape:
@@ -82,6 +83,16 @@ class Tape:
             return
         out_key = self.watch(out)
         self.nodes.append(_Node(op, attrs, tuple(inputs), in_keys, out, out_key, location))
+
+    def record_function(self, name: str, inputs, outputs, vjp_fn: Callable, location=None) -> None:
+        """Tape a whole function as one node (``partial_trace``): ``vjp_fn(cotangents)``
+        takes one cotangent per output (zeros where none flows) and returns one per input."""
+        in_keys = tuple(self._key_of.get(id(t)) for t in inputs)
+        if not any(k is not None for k in in_keys):
+            return
+        out_keys = tuple(self.watch(t) for t in outputs)
+        op = OpDef(name=name, family="function", reference=None, infer=None)
+        self.nodes.append(_Node(op, {}, tuple(inputs), in_keys, tuple(outputs), out_keys, location, vjp_fn))
 
     def assign(self, target: Tensor, value: Tensor) -> None:
         """``target`` now holds ``value`` (in-place update): it takes over value's key."""
@@ -121,6 +132,17 @@ class Tape:
                     _accumulate(cts, key, ct)
             needed = set(wrt)
             for node in reversed(self.nodes):
+                if node.function_vjp is not None:
+                    outs = [cts.pop(k, None) for k in node.out_key]
+                    if all(c is None for c in outs):
+                        continue
+                    grads = node.function_vjp(
+                        [c if c is not None else zeros_like(o) for c, o in zip(outs, node.out, strict=True)]
+                    )
+                    for key, x, g in zip(node.in_keys, node.inputs, grads, strict=True):
+                        if key is not None and g is not None and dt.is_floating(x.dtype):
+                            _accumulate(cts, key, g)
+                    continue
                 ct = cts.pop(node.out_key, None)
                 if ct is None:
                     continue
@@ -156,9 +178,7 @@ def unbroadcast(g: Tensor, x: Tensor) -> Tensor:
 
     if g.shape != x.shape:
         lead = g.ndim - x.ndim
-        axes = tuple(range(lead)) + tuple(
-            lead + i for i, d in enumerate(x.shape) if d == 1 and g.shape[lead + i] != 1
-        )
+        axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(x.shape) if d == 1 and g.shape[lead + i] != 1)
         if axes:
             g = F.sum(g, axis=axes, keepdims=True)
         if g.shape != x.shape:
@@ -231,8 +251,8 @@ def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) 
     vg = value_and_grad(fn, argnums, has_aux)
 
     def wrapped(*args, **kwargs):
-        (value, aux), g = vg(*args, **kwargs) if has_aux else ((None, None), vg(*args, **kwargs)[1])
-        return (g, aux) if has_aux else g
+        value, g = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
 
     return wrapped
 

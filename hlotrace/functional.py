@@ -42,7 +42,7 @@ def _unary(name: str, doc: str):
 add = _binary("add", "x + y, NumPy broadcasting and promotion.")
 subtract = _binary("subtract", "x - y.")
 multiply = _binary("multiply", "x * y.")
-divide = _binary("divide", "True division x / y (integer operands give float32).")
+divide = _binary("divide", "True division x / y (int32/bool operands give float32, int64 float64).")
 power = _binary("power", "x ** y.")
 maximum = _binary("maximum", "Elementwise maximum; NaN propagates.")
 minimum = _binary("minimum", "Elementwise minimum; NaN propagates.")
@@ -94,7 +94,7 @@ def min(x, axis=None, keepdims=False):  # noqa: A001
 
 
 def mean(x, axis=None, keepdims=False):
-    """Mean over ``axis`` (integer inputs give float32)."""
+    """Mean over ``axis`` (int32/bool inputs give float32, int64 float64)."""
     return apply(_op("mean"), x, axis=axis, keepdims=keepdims)
 
 
@@ -144,9 +144,170 @@ def getitem(x, index):
     return apply(_op("getitem"), x, index=index)
 
 
+def getitem_transpose(x, shape, index):
+    """Zeros of ``shape`` with ``x`` placed where ``zeros[index]`` reads (getitem's VJP)."""
+    return apply(_op("getitem_transpose"), x, shape=tuple(shape), index=index)
+
+
 # -- composites (not primitives: recorded as the ops they are made of) --------------------
 def softmax(x, axis=-1):
     """Numerically stable softmax along ``axis``."""
     offset = max(x, axis=axis, keepdims=True).detach()
     exps = exp(x - offset)
     return exps / sum(exps, axis=axis, keepdims=True)
+
+
+# -- nn and creation ops (hlotrace/ops/nn.py, hlotrace/ops/creation.py) -------------------
+def relu(x):
+    """max(x, 0): NaN propagates, relu(-0.0) is +0.0 (integers and floats)."""
+    return apply(_op("relu"), x)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)), stable for large |x| (floats)."""
+    return apply(_op("sigmoid"), x)
+
+
+def log_softmax(x, axis=-1):
+    """x - logsumexp(x) along ``axis``, stable (floats, rank >= 1)."""
+    return apply(_op("log_softmax"), x, axis=axis)
+
+
+def one_hot(labels, num_classes, dtype="float32"):
+    """``labels[..., None] == arange(num_classes)`` as ``dtype``; integer labels; a label
+    outside [0, num_classes) gives an all-zero row (as jax.nn.one_hot)."""
+    return apply(_op("one_hot"), labels, num_classes=num_classes, dtype=dtype)
+
+
+def clip(x, min=None, max=None):  # noqa: A002  (NumPy's and PyTorch's names)
+    """Clip to the scalar bounds [min, max] (either may be None); NaN propagates and
+    min > max gives max (NumPy). Tensor bounds: use maximum/minimum."""
+    return apply(_op("clip"), x, min=min, max=max)
+
+
+def zeros(shape, dtype="float32"):
+    """A tensor of zeros."""
+    return apply(_op("zeros"), shape=shape, dtype=dtype)
+
+
+def ones(shape, dtype="float32"):
+    """A tensor of ones."""
+    return apply(_op("ones"), shape=shape, dtype=dtype)
+
+
+def full(shape, value, dtype=None):
+    """A tensor filled with ``value`` (dtype: the value's own, bool/int32/float32, by default)."""
+    return apply(_op("full"), shape=shape, value=value, dtype=dtype)
+
+
+def arange(start, stop=None, step=1, dtype=None):
+    """NumPy's arange: ``arange(5)``, ``arange(1, 2, 0.25)``; int32 if every argument is
+    an int, else float32 (or ``dtype``)."""
+    return apply(_op("arange"), start=start, stop=stop, step=step, dtype=dtype)
+
+
+def _as_tensor(x):
+    from hlotrace.tensor import Tensor, tensor
+
+    return x if isinstance(x, Tensor) else tensor(x)
+
+
+def zeros_like(x, dtype=None):
+    """Zeros of ``x``'s shape and dtype (or ``dtype``); recorded as a ``zeros`` op."""
+    x = _as_tensor(x)
+    return zeros(x.shape, x.dtype if dtype is None else dtype)
+
+
+def ones_like(x, dtype=None):
+    """Ones of ``x``'s shape and dtype (or ``dtype``); recorded as a ``ones`` op."""
+    x = _as_tensor(x)
+    return ones(x.shape, x.dtype if dtype is None else dtype)
+
+
+def full_like(x, value, dtype=None):
+    """``value`` in ``x``'s shape and dtype (or ``dtype``); recorded as a ``full`` op."""
+    x = _as_tensor(x)
+    return full(x.shape, value, x.dtype if dtype is None else dtype)
+
+
+def _composite_error(name, message, *tensors):
+    from hlotrace.errors import OpError
+    from hlotrace.ops.registry import Aval, describe_avals
+    from hlotrace.source import user_location
+
+    loc = user_location(1)
+    at = f" at {loc}" if loc else ""
+    return OpError(f"{name}: {message} (inputs: {describe_avals([Aval(t.shape, t.dtype) for t in tensors])}){at}")
+
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _reduce_loss(loss, reduction):
+    if reduction == "mean":
+        return mean(loss)
+    if reduction == "sum":
+        return sum(loss)
+    return loss
+
+
+def _check_reduction(name, reduction, *tensors):
+    if reduction not in _REDUCTIONS:
+        raise _composite_error(name, f"unknown reduction {reduction!r} (expected one of {_REDUCTIONS})", *tensors)
+
+
+def cross_entropy(logits, labels, axis=-1, reduction="mean"):
+    """Softmax cross-entropy of ``logits`` against integer class ``labels``.
+
+    ``labels`` has ``logits``' shape without ``axis`` (the class axis). The loss of each
+    example is ``-log_softmax(logits)[label]``, picked with a ``where`` on
+    ``one_hot(labels)`` (not a product: a -inf log-probability of another class stays out
+    of it). A label outside ``[0, num_classes)`` selects nothing: that example's loss is 0
+    and it still counts in the mean. ``reduction``: "mean" (over examples), "sum" or "none".
+    """
+    logits, labels = _as_tensor(logits), _as_tensor(labels)
+    _check_reduction("cross_entropy", reduction, logits, labels)
+    if labels.dtype.kind != "i":
+        raise _composite_error(
+            "cross_entropy", f"labels must be integer class indices, got {labels.dtype}", logits, labels
+        )
+    if logits.ndim == 0:
+        raise _composite_error("cross_entropy", "logits need a class axis (rank >= 1)", logits, labels)
+    if not -logits.ndim <= axis < logits.ndim:
+        raise _composite_error("cross_entropy", f"axis {axis} is out of bounds for rank {logits.ndim}", logits, labels)
+    axis %= logits.ndim
+    expected = logits.shape[:axis] + logits.shape[axis + 1 :]
+    if labels.shape != expected:
+        raise _composite_error(
+            "cross_entropy",
+            f"labels of shape {labels.shape} do not match logits without axis {axis}: {expected}",
+            logits,
+            labels,
+        )
+    log_probs = log_softmax(logits, axis=axis)
+    hot = one_hot(labels, logits.shape[axis], dtype="bool")
+    if axis != logits.ndim - 1:
+        hot = moveaxis_last_to(hot, axis)
+    # Negated before the sum, so that an example whose label selects nothing gets +0.0.
+    picked = where(hot, negative(log_probs), 0.0)
+    return _reduce_loss(sum(picked, axis=axis), reduction)
+
+
+def moveaxis_last_to(x, axis):
+    """``x`` with its last axis moved to position ``axis`` (a transpose)."""
+    perm = list(range(x.ndim - 1))
+    perm.insert(axis, x.ndim - 1)
+    return transpose(x, perm)
+
+
+def mse_loss(pred, target, reduction="mean"):
+    """Mean squared error ``(pred - target) ** 2``; ``pred`` and ``target`` must have one
+    shape (broadcasting them is usually a mistake). ``reduction``: "mean", "sum" or "none"."""
+    pred, target = _as_tensor(pred), _as_tensor(target)
+    _check_reduction("mse_loss", reduction, pred, target)
+    if pred.shape != target.shape:
+        raise _composite_error(
+            "mse_loss", f"pred shape {pred.shape} and target shape {target.shape} differ", pred, target
+        )
+    diff = pred - target
+    return _reduce_loss(diff * diff, reduction)

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hlotrace import state
 from hlotrace.errors import TraceError
 from hlotrace.ops.registry import _RECORDER
+from hlotrace.source import user_location
 from hlotrace.tensor import Tensor
 from hlotrace.trace import Recorder, Trace
 
@@ -32,7 +34,7 @@ DUMP_ENV = "HLOTRACE_DUMP_TO"  # also read by hlotrace.lowering.builder on a ver
 # -- argument flattening (the per-call hot path) -----------------------------------------
 
 
-def _flatten(obj, leaves: list, key: list) -> None:
+def _flatten(obj, leaves: list, key: list, holders: list) -> None:
     kind = type(obj)
     if kind is Tensor:
         leaves.append(obj)
@@ -41,12 +43,16 @@ def _flatten(obj, leaves: list, key: list) -> None:
     elif kind is tuple or kind is list:
         key.append((kind, len(obj)))
         for item in obj:
-            _flatten(item, leaves, key)
+            _flatten(item, leaves, key, holders)
     elif kind is dict:
         names = sorted(obj)
         key.append((dict, tuple(names)))
         for name in names:
-            _flatten(obj[name], leaves, key)
+            _flatten(obj[name], leaves, key, holders)
+    elif hasattr(kind, "_trace_state"):
+        # A Module / Optimizer / GradManager: its tensors are state (see hlotrace.state).
+        holders.append(obj)
+        key.append((kind, id(obj)))
     elif isinstance(obj, Tensor):
         leaves.append(obj)
         key.append(obj.shape)
@@ -123,6 +129,16 @@ def _make_rebuild(template):
 
 
 @dataclass
+class StateIO:
+    """How a compiled step reads and writes state (all positions index the output list)."""
+
+    grad_inputs: tuple[int, ...] = ()  # state tensors whose .grad is an input (after the state)
+    state_writes: tuple[tuple[int, int], ...] = ()  # (state index, output) updated in place
+    grad_writes: tuple[tuple[int, int | None], ...] = ()  # (state index, output or None: grad unset)
+    arg_writes: tuple[tuple[int, int], ...] = ()  # (argument leaf, output) updated in place
+
+
+@dataclass
 class CompiledEntry:
     """One input signature's trace, lowered module and executable."""
 
@@ -130,8 +146,10 @@ class CompiledEntry:
     lowered: object  # hlotrace.lowering.LoweredModule
     executable: object  # hlotrace.runtime.Executable
     rebuild: object
+    num_results: int = -1  # outputs that are the function's results (the rest write state)
+    io: StateIO | None = None
 
-    def __call__(self, leaves):
+    def __call__(self, leaves, state=()):
         exe = self.executable
         buffers = []
         for index, tensor in enumerate(leaves):
@@ -139,8 +157,38 @@ class CompiledEntry:
             if buffer is None:
                 buffer = tensor._device = exe.to_device(index, tensor._host)
             buffers.append(buffer)
-        outputs = [_from_device(b) for b in exe.run(buffers)]
-        return self.rebuild(outputs)
+        io = self.io
+        if io is None:
+            return self.rebuild([_from_device(b) for b in exe.run(buffers)])
+        index = len(buffers)
+        for tensor in state:
+            buffer = tensor._device
+            if buffer is None:
+                buffer = tensor._device = exe.to_device(index, tensor._host)
+            buffers.append(buffer)
+            index += 1
+        for i in io.grad_inputs:
+            grad = state[i].grad
+            buffer = grad._device
+            if buffer is None:
+                buffer = grad._device = exe.to_device(index, grad._host)
+            buffers.append(buffer)
+            index += 1
+        for i, _ in io.state_writes:
+            # A cached host copy may be a view of the device buffer (on CPU), which would keep
+            # PJRT from donating it; it is stale after the call anyway.
+            state[i]._host = None
+        outs = exe.run(buffers)
+        # Write-back: the call succeeded, so every state tensor moves to its new buffer at once.
+        for i, o in io.state_writes:
+            tensor = state[i]
+            tensor._device, tensor._host = outs[o], None
+        for i, o in io.grad_writes:
+            state[i].grad = None if o is None else _from_device(outs[o])
+        for i, o in io.arg_writes:
+            tensor = leaves[i]
+            tensor._device, tensor._host = outs[o], None
+        return self.rebuild([_from_device(b) for b in outs[: self.num_results]])
 
 
 _from_device = Tensor._from_device
@@ -179,43 +227,68 @@ class TracedFunction:
                     return entry(args)
         leaves: list = []
         key = []
+        holders: list = []
         try:
-            _flatten(args, leaves, key)
+            _flatten(args, leaves, key, holders)
             if kwargs:
-                _flatten(kwargs, leaves, key)
+                _flatten(kwargs, leaves, key, holders)
         except _ArrayArgument:
             return self(*_wrap_arrays(args), **_wrap_arrays(kwargs))
+        state_tensors: list = []
+        if holders:
+            static, state_tensors = state.collect(holders)
+            key.append(static)
+            key.append(state.signature(state_tensors))
         entry = self._cache.get(tuple(key))
         if entry is not None:
-            return entry(leaves)
-        return self._record_and_compile(tuple(key), args, kwargs, leaves)
+            return entry(leaves, state_tensors)
+        snapshot = state.Snapshot([*state_tensors, *leaves])
+        try:
+            return self._record_and_compile(tuple(key), args, kwargs, leaves, state_tensors, snapshot)
+        except BaseException:
+            # The first call runs eagerly and updates state as it goes: a failure (in the
+            # function, the lowering or the compiler) puts every state tensor back.
+            snapshot.restore()
+            raise
 
-    def _record_and_compile(self, key, args, kwargs, leaves):
+    def _record_and_compile(self, key, args, kwargs, leaves, state_tensors, snapshot):
         from hlotrace import lowering, runtime
 
         name = getattr(self.fn, "__name__", "traced")
         recorder = Recorder(name=name, capture_as_const=self.capture_as_const)
         # Each argument position gets its own proxy Tensor (sharing the value), so that a
         # tensor passed twice records two inputs and later calls with distinct tensors work.
+        # State tensors are recorded as themselves: the function reaches them through their
+        # holders, and in-place updates must land in those very objects.
         proxies = [Tensor._from_array(leaf.numpy(), checked=True) for leaf in leaves]
+        grad_inputs = tuple(i for i, t in enumerate(state_tensors) if t.grad is not None)
         with recorder:
-            for proxy in proxies:
-                recorder.trace.inputs.append(recorder.add_input(proxy))
+            inputs = recorder.trace.inputs
+            for tensor in (*proxies, *state_tensors, *(state_tensors[i].grad for i in grad_inputs)):
+                inputs.append(recorder.add_input(tensor))
             proxy_args, proxy_kwargs = _substitute_in_order((args, kwargs), iter(proxies))
             result = self.fn(*proxy_args, **proxy_kwargs)
-            out_leaves: list = []
-            template = _output_structure(result, out_leaves)
-            recorder.set_outputs(out_leaves)
+            outputs: list = []
+            template = _output_structure(result, outputs)
+            num_results = len(outputs)
+            io = _state_outputs(recorder, proxies, state_tensors, grad_inputs, snapshot, outputs)
+            recorder.set_outputs(outputs)
         trace = recorder.trace
-        lowered = lowering.lower_trace(trace, name=name)
+        lowered = lowering.lower_trace(trace, name=name, donate=_donation(trace, len(leaves), state_tensors, io))
         text = lowered.text()
         executable = runtime.compile(text, lowered.in_avals, lowered.out_avals, platform=self.platform)
-        entry = CompiledEntry(trace, lowered, executable, _make_rebuild(template))
+        stateless = not state_tensors and not io.arg_writes
+        entry = CompiledEntry(
+            trace, lowered, executable, _make_rebuild(template), num_results, None if stateless else io
+        )
         self._cache[key] = entry
-        if not kwargs and all(type(a) is Tensor for a in args):
+        if not kwargs and entry.io is None and all(type(a) is Tensor for a in args):
             self._flat_cache[tuple(k for leaf in leaves for k in (leaf.shape, leaf.dtype))] = entry
         self._last = entry
         _dump(name, len(self._cache), entry, text)
+        # The eager run updated the proxies of arguments written in place: pass that on.
+        for j, _ in io.arg_writes:
+            leaves[j]._host, leaves[j]._device = proxies[j]._host, proxies[j]._device
         return result
 
     # -- inspection ----------------------------------------------------------------------
@@ -250,6 +323,40 @@ class TracedFunction:
 
     def entries(self) -> list[CompiledEntry]:
         return list(self._cache.values())
+
+
+def _state_outputs(recorder, proxies, state_tensors, grad_inputs, snapshot, outputs) -> StateIO:
+    """Append to ``outputs`` every tensor the recorded step updated; say where each goes."""
+    state_writes, grad_writes, arg_writes = [], [], []
+    for i, t in enumerate(state_tensors):
+        if id(t) in recorder.assigned:
+            state_writes.append((i, len(outputs)))
+            outputs.append(t)
+    for i, t in enumerate(state_tensors):
+        before, after = snapshot.grad_before(i), t.grad
+        if after is None:
+            if before is not None:
+                grad_writes.append((i, None))
+        elif after is not before or id(after) in recorder.assigned:
+            grad_writes.append((i, len(outputs)))
+            outputs.append(after)
+    for j, proxy in enumerate(proxies):
+        if id(proxy) in recorder.assigned:
+            arg_writes.append((j, len(outputs)))
+            outputs.append(proxy)
+    return StateIO(grad_inputs, tuple(state_writes), tuple(grad_writes), tuple(arg_writes))
+
+
+def _donation(trace: Trace, num_leaves: int, state_tensors, io: StateIO) -> dict[int, int]:
+    """Input position -> output position for every state buffer the step replaces."""
+    donate = {num_leaves + i: o for i, o in io.state_writes}
+    grad_position = {i: num_leaves + len(state_tensors) + k for k, i in enumerate(io.grad_inputs)}
+    for i, o in io.grad_writes:
+        if o is not None and i in grad_position:
+            position = grad_position[i]
+            if trace.aval(trace.inputs[position]) == trace.aval(trace.outputs[o]):
+                donate[position] = o
+    return donate
 
 
 def _substitute_in_order(obj, proxies):
@@ -289,3 +396,93 @@ def xla_trace(fn=None, *, capture_as_const: bool = False, platform: str | None =
     if fn is None:
         return functools.partial(xla_trace, capture_as_const=capture_as_const, platform=platform)
     return TracedFunction(fn, capture_as_const=capture_as_const, platform=platform)
+
+
+class PartialTracedFunction:
+    """A function compiled forward and backward, joined into eager autodiff; see :func:`partial_trace`."""
+
+    def __init__(self, fn, *, platform: str | None = None):
+        self.fn = fn
+        self.forward = TracedFunction(fn, platform=platform)
+        self.backward = TracedFunction(self._backward_program, platform=platform)
+        self.backward.__name__ = f"{getattr(fn, '__name__', 'traced')}_backward"
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        from hlotrace.ops.registry import TAPES
+
+        if _RECORDER.get() is not None:
+            return self.fn(*args, **kwargs)  # inside a recording: inline, like xla_trace
+        if not TAPES:
+            return self.forward(*args, **kwargs)
+        args, kwargs = _wrap_arrays(args), _wrap_arrays(kwargs)
+        tapes = TAPES[:]
+        TAPES.clear()  # the forward's own ops are not taped: the function is one node
+        try:
+            result = self.forward(*args, **kwargs)
+        finally:
+            TAPES[:] = tapes
+        outputs: list = []
+        _output_structure(result, outputs)
+        inputs = _differentiable_inputs(args, kwargs)
+
+        def vjp(cotangents):
+            return self.backward(args, kwargs, cotangents)
+
+        name = getattr(self.fn, "__name__", "partial_trace")
+        location = user_location(2)
+        for tape in tapes:
+            tape.record_function(name, inputs, outputs, vjp, location)
+        return result
+
+    def _backward_program(self, args, kwargs, cotangents):
+        """Gradients of every input (argument tensors, then the holders' state tensors) for
+        the given output cotangents. Recomputes the forward: only inputs cross the boundary."""
+        from hlotrace import dtypes as dt
+        from hlotrace.autodiff import Tape, zeros_like
+
+        inputs = _differentiable_inputs(args, kwargs)
+        tape = Tape()
+        with tape:
+            keys = [tape.watch(t) for t in inputs]
+            result = self.fn(*args, **kwargs)
+        outputs: list = []
+        _output_structure(result, outputs)
+        grads = tape.backward(outputs, list(cotangents), keys)
+        return [
+            g if g is not None else (zeros_like(t) if dt.is_floating(t.dtype) else None)
+            for g, t in zip(grads, inputs, strict=True)
+        ]
+
+    @property
+    def cache_size(self) -> int:
+        return self.forward.cache_size
+
+
+def _differentiable_inputs(args, kwargs) -> list:
+    leaves: list = []
+    holders: list = []
+    _flatten((args, kwargs), leaves, [], holders)
+    return [*leaves, *(state.collect(holders)[1] if holders else ())]
+
+
+def partial_trace(fn=None, *, platform: str | None = None):
+    """Decorator: compile ``fn``'s forward, and its backward as a second executable, both
+    joined into eager autodiff (MegEngine's ``partial_trace``).
+
+    >>> @partial_trace
+    ... def backbone(model, x):
+    ...     return model(x)
+    >>> with gm:
+    ...     loss = F.cross_entropy(head(backbone(model, x)), y)   # backbone runs compiled
+    ...     gm.backward(loss)                                      # and so does its backward
+
+    Without an active GradManager/grad it is ``xla_trace``. Under autodiff the function is
+    one node of the tape: its backward executable takes the same inputs plus the output
+    cotangents and recomputes the forward (nothing but the inputs is kept between the two).
+    A new input signature records and compiles both again. Gradients of gradients do not
+    flow through it (the backward is a compiled call, not recorded ops).
+    """
+    if fn is None:
+        return functools.partial(partial_trace, platform=platform)
+    return PartialTracedFunction(fn, platform=platform)

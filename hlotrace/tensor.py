@@ -350,7 +350,8 @@ def _refuse_host_value_while_recording(what: str) -> None:
 def tensor(value, dtype=None) -> Tensor:
     """Create a Tensor from an array-like, a NumPy array or another Tensor.
 
-    64-bit inputs become 32-bit (``np.float64`` → ``float32``), like JAX without x64.
+    Python lists and scalars default to 32 bits (float32, int32); NumPy arrays and an explicit
+    ``dtype=`` keep 64 bits (``np.float64`` stays float64), as in PyTorch.
 
     >>> tensor([1, 2, 3]).dtype
     dtype('int32')
@@ -360,7 +361,7 @@ def tensor(value, dtype=None) -> Tensor:
     if isinstance(value, Tensor):
         value = value.numpy()
     try:
-        target = dt.canonicalize(dtype if dtype is not None else np.asarray(value).dtype)
+        target = dt.dtype_of_value(value, dtype)
         array = np.array(value, dtype=target, copy=True)
     except (ShapeDtypeError, ValueError, TypeError) as exc:
         loc = user_location(2)

@@ -19,6 +19,7 @@ import hlotrace.lowering.rules  # noqa: F401  (fills RULES before tests patch it
 from hlotrace import dtypes
 from hlotrace.lowering import RULES
 from hlotrace.ops import OPS
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE
 from hlotrace.tools import cli
 from hlotrace.tools.cli import CliError, main, parse_input_spec, random_input
 from hlotrace.trace import Trace
@@ -168,13 +169,15 @@ def test_lower_local_imports_resolve(capsys, tmp_path):
         ("bool[2,2]", (2, 2), dtypes.bool_),
         ("float32[ 2 , 3 ]", (2, 3), dtypes.float32),
         ("i32[0,4]", (0, 4), dtypes.int32),
+        ("f64[3]", (3,), dtypes.float64),
+        ("i64[]", (), dtypes.int64),
     ],
 )
 def test_parse_input_spec(spec, shape, dtype):
     assert parse_input_spec(spec) == (shape, dtype)
 
 
-@pytest.mark.parametrize("spec", ["f32", "f32[2,3", "f64[2]", "x[2]", "f32[2,-1]", "f32[a]", "f32[2,,3]", "[2]", ""])
+@pytest.mark.parametrize("spec", ["f32", "f32[2,3", "c64[2]", "x[2]", "f32[2,-1]", "f32[a]", "f32[2,,3]", "[2]", ""])
 def test_parse_input_spec_rejects(spec):
     with pytest.raises(CliError) as info:
         parse_input_spec(spec)
@@ -183,14 +186,14 @@ def test_parse_input_spec_rejects(spec):
     assert "bf16" in message and "i32" in message and "bool" in message
 
 
-@pytest.mark.parametrize("spec", ["f32[3,4]", "bf16[2]", "f16[2]", "i32[50]", "bool[6]", "f32[]"])
+@pytest.mark.parametrize("spec", ["f32[3,4]", "bf16[2]", "f16[2]", "i32[50]", "i64[50]", "f64[2]", "bool[6]", "f32[]"])
 def test_random_input_matches_spec(spec):
     shape, dtype = parse_input_spec(spec)
     array = random_input(shape, dtype, np.random.default_rng(0))
     assert array.shape == shape and array.dtype == dtype
     again = random_input(shape, dtype, np.random.default_rng(0))
     np.testing.assert_array_equal(array, again)
-    if dtype == dtypes.int32:
+    if dtype in dtypes.INTEGER:
         assert array.min() >= 0 and array.max() <= 9
 
 
@@ -238,7 +241,7 @@ def test_error_malformed_input_spec(capsys, model):
 
 
 def test_error_unknown_dtype(capsys, model):
-    _assert_one_error_line(*_run(capsys, "lower", f"{model}:f", "-i", "f64[2]", "-i", "f32[2]"), "unknown dtype 'f64'")
+    _assert_one_error_line(*_run(capsys, "lower", f"{model}:f", "-i", "c64[2]", "-i", "f32[2]"), "unknown dtype 'c64'")
 
 
 @pytest.mark.parametrize("count", [0, 1, 3])
@@ -304,9 +307,9 @@ def test_help(capsys, argv):
 
 
 def _table_rows(out: str) -> list[list[str]]:
-    lines = out.strip().splitlines()
+    lines = out.strip().split("\n\n")[0].splitlines()
     assert lines[0].split()[:3] == ["op", "family", "rule"]
-    return [line.split(None, 4) for line in lines[1:]]
+    return [line.split(None, 5) for line in lines[1:]]
 
 
 def test_rules_lists_every_op_consistently_with_registries(capsys):
@@ -315,10 +318,12 @@ def test_rules_lists_every_op_consistently_with_registries(capsys):
     names = [row[0] for row in rows]
     assert set(names) == set(OPS) and len(names) == len(OPS)
     assert [(row[1], row[0]) for row in rows] == sorted((OPS[n].family, n) for n in names)
-    for name, family, has_rule, has_test, *_ in rows:
+    for name, family, has_rule, has_test, vjp, *_ in rows:
         assert family == OPS[name].family
         assert has_rule == ("yes" if name in RULES else "no")
         assert has_test == ("yes" if OPS[name].sample is not None else "no")
+        assert vjp == ("n/a" if OPS[name].vjp is NOT_DIFFERENTIABLE else "yes" if OPS[name].vjp else "MISSING")
+    assert "cross_entropy" in out.split("composites")[1]
     complete = all(n in RULES and op.sample is not None for n, op in OPS.items())
     assert status == (0 if complete else 1)
     assert f"{len(OPS)} ops" in err
@@ -331,7 +336,9 @@ def test_rules_json(capsys):
     assert set(report["missing_rules"]) == set(OPS) - set(RULES)
     assert set(report["missing_samples"]) == {n for n, op in OPS.items() if op.sample is None}
     assert set(report["stale_rules"]) == set(RULES) - set(OPS)
-    assert status == (1 if report["missing_rules"] or report["missing_samples"] else 0)
+    assert {o["op"] for o in report["ops"] if o["has_vjp"]} == {n for n, op in OPS.items() if callable(op.vjp)}
+    assert "softmax" in {c["name"] for c in report["composites"]}
+    assert status == (1 if report["missing_rules"] or report["missing_samples"] or report["missing_vjps"] else 0)
 
 
 def test_rules_exit_0_when_complete_and_lists_stale(capsys, monkeypatch):
@@ -345,6 +352,14 @@ def test_rules_exit_0_when_complete_and_lists_stale(capsys, monkeypatch):
     assert status == 0
     assert "zz_stale_rule" not in out
     assert "stale" in err and "zz_stale_rule" in err
+
+
+def test_rules_exit_1_on_missing_vjp(capsys, monkeypatch):
+    monkeypatch.setitem(OPS, "tanh", dataclasses.replace(OPS["tanh"], vjp=None))
+    status, out, err = _run(capsys, "rules")
+    assert status == 1
+    assert {row[0]: row for row in _table_rows(out)}["tanh"][4] == "MISSING"
+    assert "differentiable ops without a VJP: tanh" in err
 
 
 def test_rules_exit_1_on_missing_rule_or_sample(capsys, monkeypatch):

@@ -42,8 +42,9 @@ def test_bitwise_operators_need_bool():
         ht.tensor([1, 2]) & ht.tensor([1, 0])
 
 
-def test_64_bit_inputs_become_32_bit():
-    assert ht.tensor(np.zeros(2)).dtype == np.float32
+def test_python_data_defaults_to_32_bit_and_numpy_arrays_keep_64_bit():
+    assert ht.tensor(np.zeros(2)).dtype == np.float64
+    assert ht.tensor([1.0, 2.0]).dtype == np.float32
     assert ht.tensor([1, 2]).dtype == np.int32
 
 

@@ -18,12 +18,13 @@ from hlotrace.lowering.registry import RULES
 from hlotrace.ops import OPS
 from hlotrace.runtime import jaxlib_compat
 from hlotrace.runtime.jaxlib_compat import stablehlo
-from hlotrace.testing.check import property_test
+from hlotrace.testing.check import CI_BASE_SEED, STRATEGY_EXAMPLES, check_op, property_test
+from hlotrace.testing.sampling import OpSample
 
 
 def assert_property_test_fails(name, dtype):
     with pytest.raises(AssertionError):
-        property_test(OPS[name], 0, dtype, shrink=False)()
+        property_test(OPS[name], CI_BASE_SEED, dtype, shrink=False, max_examples=STRATEGY_EXAMPLES)()
 
 
 def test_negative_as_zero_minus_x(monkeypatch):
@@ -72,7 +73,11 @@ def test_constant_splat_decided_by_value(monkeypatch):
         return original(array, element_type, shaped_type)
 
     monkeypatch.setattr(hlo, "dense_elements", splat_if_equal)
-    assert_property_test_fails("add", dt.float32)
+    # The minimal case (the property test's 100 examples from the ci seed no longer reliably
+    # hold a captured constant mixing the zeros; TESTING.md): x * c shows every zero's sign.
+    sample = OpSample((np.ones(2, np.float32), np.array([0.0, -0.0], np.float32)), {}, frozenset({1}))
+    with pytest.raises(AssertionError):
+        check_op(OPS["multiply"], sample)
 
 
 def test_bool_add_as_exclusive_or(monkeypatch):

@@ -15,7 +15,7 @@ import pytest
 
 from hlotrace import dtypes as dt
 from hlotrace.ops import OPS
-from hlotrace.testing.check import admitted_dtypes, property_test
+from hlotrace.testing.check import CI_BASE_SEED, STRATEGY_EXAMPLES, admitted_dtypes, property_test
 from hlotrace.testing.tolerances import UNSIGNED_ZEROS, mismatches, tolerance_for
 from hlotrace.testing.values import INT32_MAX, INT32_MIN
 
@@ -24,9 +24,13 @@ COMPARISONS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_e
 
 @functools.cache
 def examples(name: str, dtype) -> tuple:
-    """The samples the property test of (name, dtype) checks under the ci seed (base 0)."""
+    """The first STRATEGY_EXAMPLES samples the property test of (name, dtype) draws from the
+    ci base seed: what its strategy reaches, not only what the 25 examples of one ci run
+    happen to hold (that depends on the seed; `make mutation` measures the ci run itself)."""
     drawn = []
-    property_test(OPS[name], 0, dtype, checker=lambda op, sample: drawn.append(sample))()
+    property_test(
+        OPS[name], CI_BASE_SEED, dtype, checker=lambda op, sample: drawn.append(sample), max_examples=STRATEGY_EXAMPLES
+    )()
     return tuple(drawn)
 
 
@@ -46,11 +50,13 @@ def test_ops_with_the_same_strategy_draw_different_examples(pair):
     first, second = (examples(name, dt.float32) for name in pair)
     shared = {repr(s) for s in first} & {repr(s) for s in second}
     # Hypothesis starts every run from the simplest example; beyond that they must differ.
-    assert len(shared) <= 2, f"{pair} share {len(shared)} of {len(first)} examples: {sorted(shared)[:3]}"
+    assert len(shared) <= max(2, len(first) // 20), (
+        f"{pair} share {len(shared)} of {len(first)} examples: {sorted(shared)[:3]}"
+    )
 
 
 def test_every_admitted_dtype_gets_its_own_test():
-    assert admitted_dtypes(OPS["subtract"]) == (dt.int32, dt.float16, dt.bfloat16, dt.float32)
+    assert admitted_dtypes(OPS["subtract"]) == (dt.int32, dt.int64, dt.float16, dt.bfloat16, dt.float32, dt.float64)
     assert set(admitted_dtypes(OPS["add"])) == set(dt.SUPPORTED)
     for dtype in admitted_dtypes(OPS["max"]):
         assert all(np.asarray(s.args[0]).dtype == dtype for s in examples("max", dtype))

@@ -15,6 +15,7 @@ from hlotrace.errors import LoweringError
 from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import RULES, LoweringRuleContext
 from hlotrace.ops.registry import Aval
+from hlotrace.runtime import jaxlib_compat
 from hlotrace.runtime.jaxlib_compat import func, ir, shared_context
 from hlotrace.trace import Trace
 
@@ -70,8 +71,11 @@ def _missing_rule(index: int, record) -> LoweringError:
     )
 
 
-def lower_trace(trace: Trace, name: str | None = None) -> LoweredModule:
+def lower_trace(trace: Trace, name: str | None = None, donate: dict[int, int] | None = None) -> LoweredModule:
     """Lower ``trace`` to a verified StableHLO module.
+
+    ``donate`` maps input positions to the output positions that reuse their buffers
+    (in-place state updates): PJRT then deletes the donated input after the call.
 
     >>> lowered = lower_trace(fn.trace)
     >>> print(lowered.text())
@@ -87,6 +91,8 @@ def lower_trace(trace: Trace, name: str | None = None) -> LoweredModule:
             ftype = ir.FunctionType.get([hlo.aval_type(a) for a in in_avals], [hlo.aval_type(a) for a in out_avals])
             main = func.FuncOp("main", ftype)
             main.attributes["sym_visibility"] = ir.StringAttr.get("public")
+            if donate:
+                jaxlib_compat.alias_arguments(main, len(in_avals), donate)
             block = main.add_entry_block()
         with ir.InsertionPoint(block):
             env: dict[int, ir.Value] = dict(zip(trace.inputs, block.arguments, strict=True))

@@ -26,6 +26,10 @@ def element_type(dtype: np.dtype) -> ir.Type:
         return ir.BF16Type.get()
     if dtype == dt.int32:
         return ir.IntegerType.get_signless(32)
+    if dtype == dt.float64:
+        return ir.F64Type.get()
+    if dtype == dt.int64:
+        return ir.IntegerType.get_signless(64)
     if dtype == dt.bool_:
         return ir.IntegerType.get_signless(1)
     raise TypeError(f"no MLIR element type for {dtype}")

@@ -55,3 +55,18 @@ def normalize_axes(axis, rank: int) -> tuple[int, ...]:
 def refuse_bool(dtype, op_meaning: str) -> None:
     if dtype == dt.bool_:
         raise ShapeDtypeError(f"{op_meaning} is not defined for bool tensors (NumPy refuses it too)")
+
+
+class _Functional:
+    """``hlotrace.functional``, imported on first use (it imports the op registry itself).
+
+    VJPs are written with it: ``F.multiply(ct, y)`` inside a VJP is an ordinary op application.
+    """
+
+    def __getattr__(self, name):
+        from hlotrace import functional
+
+        return getattr(functional, name)
+
+
+F = _Functional()

@@ -10,10 +10,60 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import ShapeDtypeError
-from hlotrace.ops.common import broadcast_shapes, refuse_bool
-from hlotrace.ops.registry import Aval, OpDef, register_op
+from hlotrace.ops.common import F, broadcast_shapes, refuse_bool
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, register_op
 
 FAMILY = "elementwise"
+
+
+# -- VJPs (contract: hlotrace.autodiff; broadcasting and dtype casts are the engine's) ----
+
+
+def _chooser_vjp(first_wins):
+    """VJP of maximum/minimum: the chosen operand gets ct, ties split it evenly (as JAX and
+    PyTorch do), positions where the result is NaN give none to the non-NaN operand."""
+
+    def vjp(ct, out, x, y):
+        half = F.where(F.equal(x, y), F.multiply(ct, 0.5), 0.0)
+        return F.where(first_wins(x, y), ct, half), F.where(first_wins(y, x), ct, half)
+
+    return vjp
+
+
+def _power_vjp(ct, out, x, y):
+    # In the dtype the op computed in: y - 1 rounded to a narrower operand dtype (bfloat16)
+    # is not what XLA computes (it keeps the excess precision), and not the derivative either.
+    x = x if x.dtype == out.dtype else F.astype(x, out.dtype)
+    y = y if y.dtype == out.dtype else F.astype(y, out.dtype)
+    # d/dx x**y = y * x**(y-1) (0 where y == 0, also at x == 0); d/dy = x**y * log(x) (0 at x == 0).
+    dx = F.where(F.equal(y, 0), 0.0, F.multiply(y, F.power(x, F.subtract(y, 1))))
+    dy = F.where(F.equal(x, 0), 0.0, F.multiply(out, F.log(x)))
+    return F.multiply(ct, dx), F.multiply(ct, dy)
+
+
+VJPS = {
+    "add": lambda ct, out, x, y: (ct, ct),
+    "subtract": lambda ct, out, x, y: (ct, F.negative(ct)),
+    "multiply": lambda ct, out, x, y: (F.multiply(ct, y), F.multiply(ct, x)),
+    # d(x/y)/dy = -x/y² = -out/y
+    "divide": lambda ct, out, x, y: (F.divide(ct, y), F.negative(F.divide(F.multiply(ct, out), y))),
+    "power": _power_vjp,
+    "maximum": _chooser_vjp(lambda a, b: F.greater(a, b)),
+    "minimum": _chooser_vjp(lambda a, b: F.less(a, b)),
+    "negative": lambda ct, out, x: (F.negative(ct),),
+    # sign(x) * ct, with 0 at x == 0 (and NaN at NaN)
+    "abs": lambda ct, out, x: (F.where(F.greater(x, 0), ct, F.where(F.less(x, 0), F.negative(ct), F.multiply(ct, x))),),
+    "exp": lambda ct, out, x: (F.multiply(ct, out),),
+    "log": lambda ct, out, x: (F.divide(ct, x),),
+    "sqrt": lambda ct, out, x: (F.divide(F.multiply(ct, 0.5), out),),
+    # d x^(-1/2) = -1/2 x^(-3/2) = -out / (2x)
+    "rsqrt": lambda ct, out, x: (F.divide(F.multiply(F.multiply(ct, -0.5), out), x),),
+    "tanh": lambda ct, out, x: (F.multiply(ct, F.subtract(1.0, F.multiply(out, out))),),
+    "sin": lambda ct, out, x: (F.multiply(ct, F.cos(x)),),
+    "cos": lambda ct, out, x: (F.negative(F.multiply(ct, F.sin(x))),),
+    "where": lambda ct, out, cond, x, y: (None, F.where(cond, ct, 0.0), F.where(cond, 0.0, ct)),
+    "astype": lambda ct, out, x, *, dtype: (ct,),  # the engine casts ct back to x's dtype
+}
 
 
 # -- binary ---------------------------------------------------------------------------
@@ -35,8 +85,8 @@ def _arith_infer(bool_meaning: str | None):
 
 def _divide_infer(a: Aval, b: Aval) -> Aval:
     out = _promoted(a, b)
-    # True division: integer and bool operands give float32 (NumPy: float64).
-    return out if out.dtype in dt.FLOATING else Aval(out.shape, dt.float32)
+    # True division: int32 and bool operands give float32 (NumPy: float64), int64 float64.
+    return Aval(out.shape, dt.true_divide_dtype(out.dtype))
 
 
 def _compare_infer(a: Aval, b: Aval) -> Aval:
@@ -59,20 +109,28 @@ def _in_dtype(dtype, ufunc):
 
 def _divide_reference(a, b):
     out = dt.promote(a.dtype, b.dtype)
-    out = out if out in dt.FLOATING else dt.float32
+    out = dt.true_divide_dtype(out)
     return np.true_divide(a.astype(out, copy=False), b.astype(out, copy=False))
 
 
 def _power_reference(a, b):
     common = dt.promote(a.dtype, b.dtype)
     a, b = a.astype(common, copy=False), b.astype(common, copy=False)
-    if common == dt.int32 and np.any(b < 0):
+    if common in dt.INTEGER and np.any(b < 0):
         raise ValueError("integers to negative integer powers are not allowed (NumPy refuses them too)")
-    return np.power(a, b)
+    out = np.power(a, b)
+    if common in dt.FLOATING:
+        # NumPy computes x ** 0.5 as sqrt(x) when the exponent is a broadcast scalar, which
+        # gives NaN for -inf and -0.0 for -0.0; pow (C99, XLA) gives +inf and +0.0.
+        fix = (b == 0.5) & ((a == -np.inf) | (a == 0))
+        if np.any(fix):
+            out = np.where(fix, np.abs(a), out)
+    return out
 
 
 def _binary(name, reference, infer, sample, doc):
-    register_op(OpDef(name=name, family=FAMILY, reference=reference, infer=infer, sample=sample, doc=doc))
+    vjp = VJPS.get(name, NOT_DIFFERENTIABLE)
+    register_op(OpDef(name=name, family=FAMILY, reference=reference, infer=infer, sample=sample, doc=doc, vjp=vjp))
 
 
 _binary(
@@ -93,7 +151,7 @@ _binary(
     _divide_reference,
     _divide_infer,
     lambda s: s.elementwise(2, s.ALL),
-    "true division x / y; integer operands give float32",
+    "true division x / y; int32/bool operands give float32, int64 float64",
 )
 _binary(
     "power",
@@ -161,7 +219,7 @@ def float_result_dtype(dtype: np.dtype) -> np.dtype:
     """dtype of a float-valued unary function of ``dtype`` (NumPy: bool→float16, int→float)."""
     if dtype in dt.FLOATING:
         return dtype
-    return dt.float16 if dtype == dt.bool_ else dt.float32
+    return dt.float16 if dtype == dt.bool_ else dt.true_divide_dtype(dtype)
 
 
 def _float_infer(x: Aval) -> Aval:
@@ -181,7 +239,8 @@ def _rsqrt(x):
 
 
 def _unary(name, reference, infer, sample, doc):
-    register_op(OpDef(name=name, family=FAMILY, reference=reference, infer=infer, sample=sample, doc=doc))
+    vjp = VJPS.get(name, NOT_DIFFERENTIABLE)
+    register_op(OpDef(name=name, family=FAMILY, reference=reference, infer=infer, sample=sample, doc=doc, vjp=vjp))
 
 
 _unary("negative", np.negative, _same_infer("negative"), lambda s: s.elementwise(1, s.NUMERIC), "-x")
@@ -231,6 +290,7 @@ register_op(
         infer=_where_infer,
         sample=lambda s: s.where_sample(),
         promote_inputs=(1, 2),
+        vjp=VJPS["where"],
         doc="x where cond is true (nonzero), else y; the unselected branch never leaks NaN/inf",
     )
 )
@@ -261,6 +321,7 @@ register_op(
         infer=_astype_infer,
         canonicalize=_astype_canonicalize,
         sample=lambda s: s.astype_sample(),
+        vjp=VJPS["astype"],
         doc="cast to dtype; float→int truncates toward zero (NaN/inf/out of range: undefined, as in NumPy)",
     )
 )

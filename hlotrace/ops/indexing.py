@@ -21,6 +21,7 @@ import operator
 import numpy as np
 
 from hlotrace.errors import ShapeDtypeError
+from hlotrace.ops.common import F
 from hlotrace.ops.registry import Aval, OpDef, register_op
 
 FAMILY = "indexing"
@@ -157,6 +158,57 @@ register_op(
         infer=_getitem_infer,
         canonicalize=_getitem_canonicalize,
         sample=lambda s: s.getitem_sample(),
+        vjp=lambda ct, out, x, *, index: (F.getitem_transpose(ct, x.shape, index),),
         doc="basic indexing x[index]: ints, slices (any step), None, Ellipsis",
+    )
+)
+
+
+# -- getitem_transpose: getitem's VJP ---------------------------------------------------
+
+
+def _transpose_canonicalize(avals, attrs):
+    (x,) = avals
+    if "shape" not in attrs or "index" not in attrs:
+        raise ShapeDtypeError("getitem_transpose needs shape= and index=")
+    shape = tuple(operator.index(d) for d in attrs["shape"])
+    if any(d < 0 for d in shape):
+        raise ShapeDtypeError(f"shape {shape} has a negative dimension")
+    index = _getitem_canonicalize((Aval(shape, x.dtype),), {"index": attrs["index"]})["index"]
+    selected = _getitem_infer(Aval(shape, x.dtype), index=index).shape
+    if selected != x.shape:
+        raise ShapeDtypeError(f"an input of shape {x.shape} cannot fill index {index} of shape {shape} ({selected})")
+    return {"shape": shape, "index": index}
+
+
+def _transpose_reference(x, *, shape, index):
+    out = np.zeros(shape, x.dtype)
+    out[tuple(_from_canonical(entry) for entry in index)] = x
+    return out
+
+
+def _transpose_sample(s):
+    @s.st.composite
+    def sample(draw):
+        base = draw(s.getitem_sample())
+        x, attrs = base.args[0], base.attrs
+        index = _getitem_canonicalize((Aval(x.shape, x.dtype),), attrs)["index"]
+        selected = _getitem_infer(Aval(x.shape, x.dtype), index=index).shape
+        ct = draw(s.arrays(x.dtype, selected))
+        return s.OpSample((ct,), {"shape": x.shape, "index": index})
+
+    return sample()
+
+
+register_op(
+    OpDef(
+        name="getitem_transpose",
+        family=FAMILY,
+        reference=_transpose_reference,
+        infer=lambda x, *, shape, index: Aval(shape, x.dtype),
+        canonicalize=_transpose_canonicalize,
+        sample=_transpose_sample,
+        vjp=lambda ct, out, x, *, shape, index: (F.getitem(ct, index),),
+        doc="getitem's transpose (its VJP): zeros of shape with x placed where x[index] reads",
     )
 )

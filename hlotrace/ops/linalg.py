@@ -7,8 +7,8 @@ swaps the last two dims of operand x before the product; on a rank-1 operand it 
 no-op (a vector is its own transpose, as in NumPy's ``v.T``).
 
 The result dtype is ``promote(a, b)``. bool is logical (``any(a & b)``, like NumPy);
-int32 is exact and wraps on overflow; float16/bfloat16 accumulate in float32 and round
-once.
+int32 and int64 are exact and wrap on overflow; float16/bfloat16 accumulate in float32 and
+round once; float64 is computed in float64.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import ShapeDtypeError
-from hlotrace.ops.common import broadcast_shapes
+from hlotrace.ops.common import F, broadcast_shapes
 from hlotrace.ops.registry import Aval, OpDef, register_op
 
 FAMILY = "linalg"
@@ -70,13 +70,15 @@ def _reference(a, b, *, transpose_a, transpose_b):
     if transpose_b and b.ndim >= 2:
         b = np.swapaxes(b, -1, -2)
     dtype = dt.promote(a.dtype, b.dtype)
-    if dtype == dt.int32:
+    if dtype in dt.INTEGER:
         # uint64 arithmetic wraps modulo 2**64 (int64 could overflow, which NumPy leaves
-        # undefined); the low 32 bits are int32's wrapped result.
+        # undefined); its bits are int64's wrapped result, the low 32 bits int32's.
         out = np.matmul(a.astype(np.uint64), b.astype(np.uint64))
-        return out.astype(np.uint32).view(np.int32)
+        return out.view(np.int64) if dtype == dt.int64 else out.astype(np.uint32).view(np.int32)
     if dtype == dt.bool_:
         return np.matmul(a, b)
+    if dtype == dt.float64:
+        return np.matmul(a.astype(dt.float64, copy=False), b.astype(dt.float64, copy=False))
     # float16 has no BLAS path and bfloat16 no matmul at all: compute in float32.
     return np.matmul(a.astype(dt.float32, copy=False), b.astype(dt.float32, copy=False))
 
@@ -105,14 +107,14 @@ def _sample(s):
         shape_b = operand_shape(rank_b, (m, k) if transpose_b else (k, m))
         dtype_a = draw(s.dtypes(s.ALL))
         dtype_b = draw(s.other_dtypes(dtype_a))
-        exact_ints = dt.promote(dtype_a, dtype_b) == dt.int32
+        exact_ints = dt.promote(dtype_a, dtype_b) in dt.INTEGER
 
         def elements(dtype):
             if dtype in dt.FLOATING:
                 # Exact products and sums: BLAS and XLA summation orders cannot differ.
                 return s.values(dtype, grid_bits=4, boundary_rate=0.0, special_rate=1 / 16)
-            if dtype == dt.int32:
-                # int32 results: the full range (and its boundaries) exercises wraparound;
+            if dtype in dt.INTEGER:
+                # Integer results: the full range (and its boundaries) exercises wraparound;
                 # float results: small enough that products and sums stay exact in float32.
                 return s.values(dtype) if exact_ints else s.values(dtype, -1000, 1000, boundary_rate=0.0)
             return None
@@ -124,6 +126,33 @@ def _sample(s):
     return sample()
 
 
+def _vjp(ct, out, a, b, *, transpose_a, transpose_b):
+    """With A = op_a(a), B = op_b(b) (vectors as 1-row / 1-column matrices): dA = ct·Bᵀ, dB = Aᵀ·ct.
+
+    Each is computed straight in the layout of its operand (dAᵀ = B·ctᵀ when a is stored
+    transposed), so no transpose op is needed; the engine sums broadcast batch dims.
+    """
+    a_vec, b_vec = a.ndim == 1, b.ndim == 1
+    a1 = F.reshape(a, (1, a.shape[0])) if a_vec else a
+    b1 = F.reshape(b, (b.shape[0], 1)) if b_vec else b
+    ta, tb = transpose_a and not a_vec, transpose_b and not b_vec
+    rows = out.shape[: out.ndim - (not a_vec) - (not b_vec)]
+    ct1 = F.reshape(ct, (*rows, 1 if a_vec else out.shape[-1 - (not b_vec)], 1 if b_vec else out.shape[-1]))
+    if ta:
+        da = F.matmul(b1, ct1, transpose_a=tb, transpose_b=True)
+    else:
+        da = F.matmul(ct1, b1, transpose_b=not tb)
+    if tb:
+        db = F.matmul(ct1, a1, transpose_a=True, transpose_b=ta)
+    else:
+        db = F.matmul(a1, ct1, transpose_a=not ta)
+    if a_vec:
+        da = F.reshape(da, (*da.shape[:-2], a.shape[0]))
+    if b_vec:
+        db = F.reshape(db, (*db.shape[:-2], b.shape[0]))
+    return da, db
+
+
 register_op(
     OpDef(
         name="matmul",
@@ -132,7 +161,9 @@ register_op(
         infer=_infer,
         canonicalize=_canonicalize,
         sample=_sample,
+        vjp=_vjp,
         doc="NumPy matmul with batch broadcasting; transpose_a/transpose_b swap an operand's last two "
-        "dims first (no-op on vectors); bool is logical, float16/bfloat16 accumulate in float32",
+        "dims first (no-op on vectors); bool is logical, float16/bfloat16 accumulate in float32, "
+        "float64 in float64",
     )
 )

@@ -143,7 +143,7 @@ def apply(op: OpDef, *inputs, **attrs):
         else:
             converted.append(i)
             try:
-                tensors[i] = Tensor._from_array(np.asarray(x))
+                tensors[i] = Tensor._from_array(np.asarray(x, dtype=dt.dtype_of_value(x)))
             except ShapeDtypeError as exc:
                 raise _op_error(op, f"input {i}: {exc}", ()) from None
     if weak_positions:

@@ -14,7 +14,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import ShapeDtypeError
-from hlotrace.ops.common import normalize_axes, normalize_axis
+from hlotrace.ops.common import F, normalize_axes, normalize_axis
 from hlotrace.ops.registry import Aval, OpDef, register_op
 
 FAMILY = "shape"
@@ -76,6 +76,7 @@ register_op(
         infer=lambda x, *, shape: Aval(shape, x.dtype),
         canonicalize=_reshape_canonicalize,
         sample=lambda s: s.reshape_sample(),
+        vjp=lambda ct, out, x, *, shape: (F.reshape(ct, x.shape),),
         doc="reshape (row-major); one dim may be -1; stored shape has it resolved",
     )
 )
@@ -107,6 +108,7 @@ register_op(
         infer=lambda x, *, perm: Aval(tuple(x.shape[p] for p in perm), x.dtype),
         canonicalize=_transpose_canonicalize,
         sample=lambda s: s.transpose_sample(),
+        vjp=lambda ct, out, x, *, perm: (F.transpose(ct, tuple(sorted(range(len(perm)), key=perm.__getitem__))),),
         doc="permute dims; perm None reverses them; stored perm is explicit and non-negative",
     )
 )
@@ -138,6 +140,7 @@ register_op(
         infer=lambda x, *, shape: Aval(shape, x.dtype),
         canonicalize=_broadcast_to_canonicalize,
         sample=lambda s: s.broadcast_to_sample(),
+        vjp=lambda ct, out, x, *, shape: (ct,),  # the engine sums ct over the broadcast dims
         doc="NumPy broadcast_to: trailing dims match or are 1",
     )
 )
@@ -171,6 +174,7 @@ register_op(
         infer=_expand_dims_infer,
         canonicalize=_expand_dims_canonicalize,
         sample=lambda s: s.expand_dims_sample(),
+        vjp=lambda ct, out, x, *, axis: (F.reshape(ct, x.shape),),
         doc="insert size-1 dims at axis (int or tuple, positions in the result)",
     )
 )
@@ -196,6 +200,7 @@ register_op(
         infer=lambda x, *, axis: Aval(tuple(d for i, d in enumerate(x.shape) if i not in axis), x.dtype),
         canonicalize=_squeeze_canonicalize,
         sample=lambda s: s.squeeze_sample(),
+        vjp=lambda ct, out, x, *, axis: (F.reshape(ct, x.shape),),
         doc="remove size-1 dims (all of them when axis is None); stored axis is explicit",
     )
 )
@@ -232,6 +237,15 @@ def _concat_reference(*arrays, axis):
     return np.concatenate([a.astype(common, copy=False) for a in arrays], axis=axis)
 
 
+def _concat_vjp(ct, out, *inputs, axis):
+    grads, start = [], 0
+    for x in inputs:
+        index = (slice(None),) * axis + (slice(start, start + x.shape[axis]),)
+        grads.append(F.getitem(ct, index))
+        start += x.shape[axis]
+    return tuple(grads)
+
+
 register_op(
     OpDef(
         name="concat",
@@ -241,6 +255,7 @@ register_op(
         canonicalize=_concat_canonicalize,
         sample=lambda s: s.concat_sample(),
         variadic=True,
+        vjp=_concat_vjp,
         doc="concatenate along axis; dtypes promote across all inputs",
     )
 )

@@ -97,6 +97,18 @@ def _scalar_attr(value, element_type: ir.Type) -> ir.Attribute:
     return ir.FloatAttr.get(element_type, float(value))
 
 
+def alias_arguments(main, num_args: int, donate: dict[int, int]) -> None:
+    """Mark arguments of ``main`` as donated to outputs (``tf.aliasing_output = N``): XLA
+    writes output N into argument i's buffer and PJRT deletes the argument after the call."""
+    attrs = []
+    for i in range(num_args):
+        entry = {}
+        if i in donate:
+            entry["tf.aliasing_output"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), donate[i])
+        attrs.append(ir.DictAttr.get(entry))
+    main.arg_attrs = ir.ArrayAttr.get(attrs)
+
+
 # ---------------------------------------------------------------------------------------
 # PJRT
 # ---------------------------------------------------------------------------------------
@@ -168,36 +180,98 @@ def _single_device_sharding(device):
     return SingleDeviceSharding(device)
 
 
+def _is_64_bit(dtype) -> bool:
+    return np.dtype(dtype).itemsize == 8
+
+
+def _x64_scope():
+    """A context in which jax keeps 64-bit dtypes on this thread only (jax's global
+    ``jax_enable_x64`` flag is left alone: users' own jax code in this process must not
+    change behaviour because hlotrace moved a float64 array)."""
+    import jax
+
+    scope = getattr(jax, "enable_x64", None)
+    if callable(scope):  # jax 0.10: the config State, a thread-local context manager
+        return scope(True)
+    from jax.experimental import enable_x64  # pragma: no cover (old jax)
+
+    return enable_x64()  # pragma: no cover
+
+
+def _batched_put(shape, dtype, device):
+    """``put(ndarray)`` through jax's batched entry point. 64-bit dtypes pass
+    ``enable_x64=True`` to that one call: with x64 off jax would otherwise narrow them to
+    32 bits while labelling the buffer 64-bit."""
+    from jax._src.lib import xla_client as xc
+
+    aval = _jax_aval(shape, dtype)
+    sharding = _single_device_sharding(device)
+    devices = [device]
+    batched = xc.batched_device_put
+    if _is_64_bit(dtype):
+
+        def put_wide(array):
+            return batched(aval, sharding, [array], devices, enable_x64=True)
+
+        return put_wide
+
+    def put(array):
+        return batched(aval, sharding, [array], devices)
+
+    return put
+
+
+# A value of each 64-bit dtype that 32 bits cannot hold: a transfer that narrows changes it.
+_WIDE_PROBES = {np.dtype(np.float64): 1.0 + 2.0**-40, np.dtype(np.int64): 2**40 + 1}
+_wide_put_works: dict = {}
+
+
+def _batched_put_keeps_64_bits(dtype, device) -> bool:
+    key = (np.dtype(dtype), device)
+    if key not in _wide_put_works:
+        probe = np.array([_WIDE_PROBES[np.dtype(dtype)]], dtype)
+        try:
+            back = np.asarray(_batched_put((1,), dtype, device)(probe))
+            _wide_put_works[key] = back.dtype == probe.dtype and bool(np.all(back == probe))
+        except Exception:
+            _wide_put_works[key] = False
+    return _wide_put_works[key]
+
+
 def make_host_to_device(shape, dtype, device):
     """Return ``put(ndarray) -> device buffer`` for arrays of one shape/dtype.
 
     ``jax.device_put`` costs ~100 µs here; the batched entry point jax itself uses costs
-    ~13 µs. Falls back to ``jax.device_put`` where that entry point is missing.
+    ~13 µs. Falls back to ``jax.device_put`` where that entry point is missing (or, for
+    64-bit dtypes, where it cannot be told to keep 64 bits; then inside a thread-local
+    x64 scope).
     """
     try:
-        from jax._src.lib import xla_client as xc
-
-        aval = _jax_aval(shape, dtype)
-        sharding = _single_device_sharding(device)
-        devices = [device]
-        batched = xc.batched_device_put
-
-        def put(array):
-            return batched(aval, sharding, [array], devices)
-
+        if _is_64_bit(dtype) and not _batched_put_keeps_64_bits(dtype, device):
+            raise TypeError("batched_device_put narrows 64-bit arrays here")
+        put = _batched_put(shape, dtype, device)
         put(np.zeros(shape, dtype))  # probe once so a signature change falls back here
         return put
     except Exception:
         import jax
 
-        return functools.partial(jax.device_put, device=device)
+        if not _is_64_bit(dtype):
+            return functools.partial(jax.device_put, device=device)
+
+        def put_in_x64_scope(array):
+            with _x64_scope():
+                return jax.device_put(array, device)
+
+        return put_in_x64_scope
 
 
 def make_executor(executable, out_shapes_dtypes, device):
     """Return ``run(list_of_buffers) -> list_of_buffers`` for a loaded executable.
 
     Uses per-output result handlers (what jax.jit's dispatch uses, ~15 µs per call here)
-    and falls back to ``disassemble_into_single_device_arrays`` (~25 µs).
+    and falls back to ``disassemble_into_single_device_arrays`` (~25 µs). float64/int64
+    outputs need no x64 mode: the handlers wrap the executable's 64-bit buffers as they
+    are, and reading them back (``np.asarray``) keeps 64 bits.
     """
     execute_sharded = executable.execute_sharded
     try:
@@ -219,3 +293,8 @@ def make_executor(executable, out_shapes_dtypes, device):
             return [outs[0] for outs in execute_sharded(buffers).disassemble_into_single_device_arrays()]
 
         return run_disassembled
+
+
+def buffer_is_deleted(buffer) -> bool:
+    """Whether a device buffer was deleted (donated to a call, or freed)."""
+    return bool(buffer.is_deleted())

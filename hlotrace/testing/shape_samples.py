@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from hlotrace import dtypes as dt
 from hlotrace.testing.sampling import ALL, OpSample, arrays, dtypes, other_dtypes, shapes
-from hlotrace.testing.values import INT32_MAX, INT32_MIN
+from hlotrace.testing.values import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 
 @st.composite
@@ -30,8 +30,12 @@ def distinct_arrays(draw, dtype, shape):
         # Sometimes near an end of the range or past 2**24, where float32 loses integers.
         offset = draw(st.sampled_from((0, 2**24 + base.size, INT32_MAX - base.size, INT32_MIN + base.size)))
         return (values + offset).astype(dtype)
+    if dtype == dt.int64:
+        # Sometimes past 2**53 (where float64 loses integers), past int32 or near the ends.
+        offsets = (0, 2**53 + base.size, INT32_MAX + base.size, INT64_MAX - base.size, INT64_MIN + base.size)
+        return (values + draw(st.sampled_from(offsets))).astype(dtype)
     values = values.astype(dtype)
-    wide = base.astype(np.float32)
+    wide = base.astype(np.float64)
     special = ~np.isfinite(wide) | ((wide == 0) & np.signbit(wide))
     return np.where(special, base, values)
 

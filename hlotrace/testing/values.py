@@ -45,6 +45,34 @@ INT32_BOUNDARIES = (
     INT32_MAX,
 )  # the extremes twice: they decide max/min start values and wraparound
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# int64 values a rule gets wrong when it computes in float64 (exact up to 2**53 only), in
+# int32 (values just past its range) or starts a max/min at the wrong end of the range.
+INT64_BOUNDARIES = (
+    INT64_MIN,
+    INT64_MIN,
+    INT64_MIN + 1,
+    -(2**53) - 1,
+    -(2**53),
+    -(2**53) + 1,
+    INT32_MIN - 1,
+    INT32_MIN,
+    -2,
+    -1,
+    0,
+    1,
+    2,
+    INT32_MAX,
+    INT32_MAX + 1,
+    2**53 - 1,
+    2**53,
+    2**53 + 1,
+    INT64_MAX - 1,
+    INT64_MAX,
+    INT64_MAX,
+)
+INT_BOUNDARIES = {dt.int32: INT32_BOUNDARIES, dt.int64: INT64_BOUNDARIES}
+
 
 # Python scalars as written in programs, by dtype kind (bfloat16's kind is "V").
 _FLOAT_LITERALS = (0.0, -0.0, 1.0, -1.0, 2.0, 0.5)
@@ -58,6 +86,8 @@ def float_boundaries(dtype) -> tuple[float, ...]:
     tiny, sub, big, eps = float(info.smallest_normal), float(info.smallest_subnormal), float(info.max), float(info.eps)
     values = [0.0, -0.0, sub, -sub, tiny - sub, tiny, -tiny, 0.5, -1.0, 1.0, 1.0 + eps, 1.0 - eps / 2]
     values += [2.0**24 - 1, 2.0**24, -(2.0**24), 2.0**24 + 2, big, -big, big / 2]
+    if np.dtype(dtype) == dt.float64:  # where float64 stops holding every integer
+        values += [2.0**53 - 1, 2.0**53, -(2.0**53), 2.0**53 + 2]
     # Rounded to the dtype, duplicates (2**24-1 in bfloat16, say) dropped, -0.0 kept apart from 0.0.
     rounded = {}
     with np.errstate(over="ignore"):
@@ -76,7 +106,7 @@ def boundary_values(dtype, low=None, high=None) -> tuple:
     dtype = np.dtype(dtype)
     if dtype == dt.bool_:
         return (False, True)
-    values = INT32_BOUNDARIES if dtype == dt.int32 else float_boundaries(dtype)
+    values = INT_BOUNDARIES[dtype] if dtype in dt.INTEGER else float_boundaries(dtype)
     lo = -np.inf if low is None else low
     hi = np.inf if high is None else high
     return tuple(v for v in values if lo <= v <= hi)
@@ -89,7 +119,7 @@ class Values:
     Each element is, independently: a special value (NaN, ±inf, ±0.0; floats, if
     ``special``) with probability ``special_rate``; a boundary value of the dtype inside
     [low, high] with ``boundary_rate``; else a general value: floats uniform in
-    [low, high] (on the grid of multiples of ``2**-grid_bits`` if set), int32 half in
+    [low, high] (on the grid of multiples of ``2**-grid_bits`` if set), integers half in
     -10..10 and half anywhere in [low, high], bool either.
 
     The draws come from a NumPy generator seeded by hypothesis, not from one hypothesis
@@ -107,9 +137,10 @@ class Values:
     edges: tuple | None = None  # replaces the boundary values (reductions' extreme fills)
 
     def bounds(self) -> tuple:
-        if self.dtype == dt.int32:
-            low, high = INT32_MIN if self.low is None else self.low, INT32_MAX if self.high is None else self.high
-            return int(max(low, INT32_MIN)), int(min(high, INT32_MAX))
+        if self.dtype in dt.INTEGER:
+            info = np.iinfo(self.dtype)
+            low, high = info.min if self.low is None else self.low, info.max if self.high is None else self.high
+            return int(max(low, info.min)), int(min(high, info.max))
         low, high = -10.0 if self.low is None else self.low, 10.0 if self.high is None else self.high
         finite = float(ml_dtypes.finfo(self.dtype).max) if self.dtype in dt.FLOATING else np.inf
         return max(low, -finite), min(high, finite)
@@ -126,9 +157,9 @@ class Values:
         low, high = self.bounds()
         if self.dtype == dt.bool_:
             return rng.integers(0, 2, size).astype(bool)
-        if self.dtype == dt.int32:
+        if self.dtype in dt.INTEGER:
             small = rng.integers(max(low, -10), min(high, 10) + 1, size) if max(low, -10) <= min(high, 10) else None
-            wide = rng.integers(low, high, size, endpoint=True)
+            wide = rng.integers(low, high, size, endpoint=True, dtype=np.int64)
             return wide if small is None else np.where(rng.random(size) < 0.5, small, wide)
         if self.grid_bits is not None:
             scale = 2.0**self.grid_bits
@@ -159,17 +190,20 @@ class Values:
             value = self.draw(rng, 1)[0]
         if self.dtype == dt.bool_:
             return bool(value)
-        return int(value) if self.dtype == dt.int32 else float(value)
+        return int(value) if self.dtype in dt.INTEGER else float(value)
 
 
 def nudge(array: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Each element moved one step up or down in its dtype (one ulp for floats, one unit for
-    int32, clipped at the ends of the range; NaN and ±inf stay; bools flip), so that
+    integers, clipped at the ends of the range; NaN and ±inf stay; bools flip), so that
     operands meet as near-ties: the values a comparison done in a narrower type confuses."""
     array = np.asarray(array)
     step = rng.choice(np.array([-1, 1]), size=array.shape)
     if array.dtype == dt.int32:
         return np.clip(array.astype(np.int64) + step, INT32_MIN, INT32_MAX).astype(dt.int32)
+    if array.dtype == dt.int64:
+        at_end = ((array == INT64_MAX) & (step > 0)) | ((array == INT64_MIN) & (step < 0))
+        return np.where(at_end, array, array + step).astype(dt.int64)
     if array.dtype == dt.bool_:
         return ~array
     unsigned = np.dtype(f"u{array.dtype.itemsize}")
@@ -177,7 +211,7 @@ def nudge(array: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     moved = np.clip(bits + step, 0, np.iinfo(unsigned).max).astype(unsigned).view(array.dtype)
     # A step past the largest finite value lands on inf/NaN bits: such elements stay.
     with np.errstate(invalid="ignore", over="ignore"):
-        keep = np.isfinite(array.astype(np.float32)) & np.isfinite(moved.astype(np.float32))
+        keep = np.isfinite(array.astype(np.float64)) & np.isfinite(moved.astype(np.float64))
     return np.where(keep, moved, array)
 
 
@@ -186,7 +220,7 @@ def subnormals(array) -> np.ndarray:
     array = np.asarray(array)
     if array.dtype not in dt.FLOATING:
         return np.zeros(array.shape, bool)
-    wide = np.abs(array.astype(np.float32))
+    wide = np.abs(array.astype(np.float64))
     return (wide < float(ml_dtypes.finfo(array.dtype).smallest_normal)) & (wide != 0)
 
 
@@ -197,6 +231,6 @@ def flush_subnormals(array: np.ndarray) -> np.ndarray:
     mask = subnormals(array)
     if not mask.any():
         return array
-    return np.where(mask, np.copysign(np.zeros(array.shape, np.float32), array.astype(np.float32)), array).astype(
+    return np.where(mask, np.copysign(np.zeros(array.shape, np.float64), array.astype(np.float64)), array).astype(
         array.dtype
     )

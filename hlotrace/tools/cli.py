@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import inspect
-import json
 import os
 import re
 import sys
@@ -29,7 +28,7 @@ from collections.abc import Sequence
 PROG = "hlotrace"
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
-ACCEPTED_DTYPES = "f32, f16, bf16, i32, bool"
+ACCEPTED_DTYPES = "f32, f64, f16, bf16, i32, i64, bool"
 _SPEC_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*\[([^\[\]]*)\]\s*$")
 
 
@@ -71,8 +70,8 @@ decorated with @xla_trace. A summary (op counts, platform) goes to stderr.
 
 Each --input is DTYPE[SHAPE], one per positional argument of FUNC, in order:
 'f32[64,1000]', 'bf16[2,3]', 'i32[5]', 'bool[4,4]', and 'f32[]' for a scalar.
-Accepted dtypes: {ACCEPTED_DTYPES} (also float32, float16, bfloat16, int32, pred).
-Floats are drawn from a standard normal, i32 uniformly from 0..9, bool at random."""
+Accepted dtypes: {ACCEPTED_DTYPES} (also float32, float64, float16, bfloat16, int32, int64, pred).
+Floats are drawn from a standard normal, integers uniformly from 0..9, bool at random."""
 
 _LOWER_EPILOG = """\
 examples:
@@ -238,15 +237,13 @@ def parse_input_spec(spec: str):
 
 
 def random_input(shape: tuple[int, ...], dtype, rng):
-    """Random NumPy array: floats standard normal, int32 in 0..9, bool fair coin flips."""
-    import numpy as np
-
+    """Random NumPy array: floats standard normal, integers in 0..9, bool fair coin flips."""
     from hlotrace import dtypes
 
     if dtype == dtypes.bool_:
         return rng.random(shape) < 0.5
-    if dtype == dtypes.int32:
-        return rng.integers(0, 10, size=shape, dtype=np.int32)
+    if dtype in dtypes.INTEGER:
+        return rng.integers(0, 10, size=shape, dtype=dtype)
     return rng.standard_normal(shape).astype(dtype)
 
 
@@ -432,77 +429,6 @@ def _lower_function(args, obj, func_name: str, specs, user_dir: str) -> int:
     return 0
 
 
-# -- rules ----------------------------------------------------------------------------------
-
-
-def rules_report() -> dict:
-    """Coverage of the registries: one entry per op, plus ops missing rules/samples and stale rules."""
-    import hlotrace.lowering.rules  # noqa: F401  (fills RULES)
-    from hlotrace.lowering import RULES
-    from hlotrace.ops import OPS
-
-    ops = []
-    for op in sorted(OPS.values(), key=lambda o: (o.family, o.name)):
-        doc = (op.doc or "").strip().splitlines()
-        ops.append(
-            {
-                "op": op.name,
-                "family": op.family,
-                "has_rule": op.name in RULES,
-                "has_property_test": op.sample is not None,
-                "doc": doc[0] if doc else "",
-            }
-        )
-    return {
-        "ops": ops,
-        "missing_rules": [o["op"] for o in ops if not o["has_rule"]],
-        "missing_samples": [o["op"] for o in ops if not o["has_property_test"]],
-        "stale_rules": sorted(name for name in RULES if name not in OPS),
-    }
-
-
-def _cmd_rules(args) -> int:
-    report = rules_report()
-    status = 1 if report["missing_rules"] or report["missing_samples"] else 0
-    if args.json:
-        _write_stdout(json.dumps(report, indent=1))
-        return status
-
-    header = ("op", "family", "rule", "property test", "doc")
-    rows = [
-        (
-            o["op"],
-            o["family"],
-            "yes" if o["has_rule"] else "no",
-            "yes" if o["has_property_test"] else "no",
-            o["doc"] or "-",
-        )
-        for o in report["ops"]
-    ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
-    lines = []
-    for row in [header, *rows]:
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
-    _write_stdout("\n".join(lines))
-
-    n = len(rows)
-    print(
-        f"{PROG}: {n} ops, {n - len(report['missing_rules'])} with lowering rules, "
-        f"{n - len(report['missing_samples'])} with property tests, {len(report['stale_rules'])} stale rules",
-        file=sys.stderr,
-    )
-    if report["missing_rules"]:
-        print(f"{PROG}: ops without a lowering rule: {', '.join(report['missing_rules'])}", file=sys.stderr)
-    if report["missing_samples"]:
-        print(
-            f"{PROG}: ops without a sample strategy (no property test): {', '.join(report['missing_samples'])}",
-            file=sys.stderr,
-        )
-    if report["stale_rules"]:
-        print(f"{PROG}: stale lowering rules (no op of that name): {', '.join(report['stale_rules'])}", file=sys.stderr)
-    return status
-
-
 # -- show -----------------------------------------------------------------------------------
 
 
@@ -523,6 +449,12 @@ def load_trace(path: str):
         raise CliError(f"bad trace file {path}: missing or unknown key {exc}") from None
     except (TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
         raise CliError(f"bad trace file {path}: {_describe(exc)}") from None
+
+
+def _cmd_rules(args) -> int:
+    from hlotrace.tools.rules_cmd import run_rules
+
+    return run_rules(args, _write_stdout)
 
 
 def _cmd_show(args) -> int:

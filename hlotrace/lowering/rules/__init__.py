@@ -1,3 +1,3 @@
 """Lowering rules, one module per op family (mirrors hlotrace/ops/)."""
 
-from hlotrace.lowering.rules import elementwise, indexing, linalg, reduction, shape  # noqa: F401
+from hlotrace.lowering.rules import creation, elementwise, indexing, linalg, nn, reduction, shape  # noqa: F401

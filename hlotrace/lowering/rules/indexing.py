@@ -40,3 +40,36 @@ def _getitem(ctx, x, *, index):
     if tuple(counts) == out.shape:
         return x
     return hlo.reshape(x, out.shape, out.dtype)
+
+
+@rule("getitem_transpose")
+def _getitem_transpose(ctx, x, *, shape, index):
+    """Reshape x to one dim per input dim, reverse negative-step dims, then pad with zeros:
+    low = first position, interior = step - 1, high = what is left."""
+    out = ctx.out_aval
+    counts, low, high, interior, reversed_dims = [], [], [], [], []
+    for entry in index:
+        if entry[0] == "newaxis":
+            continue  # a size-1 dim of x that the reshape below drops
+        dim = shape[len(counts)]
+        if entry[0] == "int":
+            first, count, step = entry[1], 1, 1
+        else:
+            start, stop, step = entry[1:]
+            count = slice_length(start, stop, step)
+            first = start + (count - 1) * step if step < 0 else start
+            if step < 0:
+                reversed_dims.append(len(counts))
+                step = -step
+        if count == 0:
+            return hlo.constant(0, out.dtype, out.shape)
+        counts.append(count)
+        low.append(first)
+        interior.append(step - 1)
+        high.append(dim - (first + (count - 1) * step + 1))
+    if tuple(counts) != ctx.in_avals[0].shape:
+        x = hlo.reshape(x, counts, out.dtype)
+    if reversed_dims:
+        x = stablehlo.ReverseOp(x, reversed_dims).result
+    zero = hlo.constant(0, out.dtype)
+    return stablehlo.PadOp(x, zero, low, high, interior).result

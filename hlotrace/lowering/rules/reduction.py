@@ -35,8 +35,8 @@ def _identity(op_name: str, dtype: np.dtype):
     """The neutral element of max/min: the far end of the dtype's range."""
     if dtype == dt.bool_:
         return op_name == "min"
-    if dtype == dt.int32:
-        info = np.iinfo(np.int32)
+    if dtype in dt.INTEGER:
+        info = np.iinfo(dtype)
         return info.min if op_name == "max" else info.max
     return -np.inf if op_name == "max" else np.inf
 
@@ -55,7 +55,7 @@ def _propagate_nan(x, x_aval: Aval, axis, value, shape) -> ir.Value:
 
 _COMBINERS = {
     # (numeric combiner, bool combiner); sum and mean never reduce bool: they accumulate
-    # in int32 or float32.
+    # in an integer or float dtype.
     "sum": (stablehlo.AddOp, None),
     "mean": (stablehlo.AddOp, None),
     "max": (stablehlo.MaxOp, stablehlo.OrOp),

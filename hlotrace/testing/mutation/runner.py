@@ -20,6 +20,7 @@ from pathlib import Path
 from hlotrace.testing.mutation.catalog import Mutant
 
 PROPERTY_FILE = "tests/test_op_properties.py"
+GRADIENT_FILE = "tests/test_gradients.py"
 PYTEST = ("{python}", "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider")
 _SUMMARY_LINE = re.compile(r"^(FAILED|ERROR) (.+?)(?: - .*)?$", re.M)
 
@@ -76,7 +77,15 @@ register_column(
     )
 )
 register_column(
-    Column("suite", PYTEST, "the whole `make test` suite", contains=("property",), runs_property_tests=True)
+    Column(
+        "gradient",
+        (*PYTEST, GRADIENT_FILE),
+        "the generated gradient tests alone (tests/test_gradients.py)",
+        exclude=("--deselect", GRADIENT_FILE),
+    )
+)
+register_column(
+    Column("suite", PYTEST, "the whole `make test` suite", contains=("property", "gradient"), runs_property_tests=True)
 )
 
 

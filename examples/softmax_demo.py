@@ -1,6 +1,6 @@
 """The main job: record a fused softmax, lower it to StableHLO, compile it with PJRT, run it.
 
-Run with `make demo`. Prints the recorded trace, a summary of the lowered StableHLO module
+Run with `make demo-softmax`. Prints the recorded trace, a summary of the lowered StableHLO module
 (op counts and the first lines with their source locations) and a speed comparison of the
 eager NumPy path, the compiled hlotrace executable and jax.jit on the same computation.
 """

@@ -1,0 +1,305 @@
+"""``Module``: a container of parameters, buffers and sub-modules (PyTorch/MegEngine style).
+
+>>> import hlotrace as ht
+>>> from hlotrace import nn
+>>> class MLP(nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.fc1 = nn.Linear(4, 8)
+...         self.act = nn.ReLU()
+...         self.fc2 = nn.Linear(8, 2)
+...     def forward(self, x):
+...         return self.fc2(self.act(self.fc1(x)))
+>>> [name for name, _ in MLP().named_parameters()]
+['fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias']
+
+Registration order is *assignment* order across parameters, buffers and sub-modules alike
+(a Parameter assigned between two sub-modules is listed between their parameters). Every
+listing is deduplicated by object identity: a Parameter or Module reachable under two names
+is listed once, under the first name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from hlotrace.errors import HlotraceError
+from hlotrace.tensor import Parameter, Tensor, tensor
+
+_PARAM, _BUFFER, _MODULE = "parameter", "buffer", "module"
+
+
+class IncompatibleKeys(NamedTuple):
+    """What :meth:`Module.load_state_dict` did not match (both empty under ``strict``)."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+class Module:
+    """Base class of every layer and model; subclasses define ``forward``.
+
+    Attributes holding a :class:`~hlotrace.Parameter` or a ``Module`` are registered when
+    assigned; non-trainable state (running statistics) is registered with
+    :meth:`register_buffer`. Calling the module calls ``forward``.
+    """
+
+    training: bool
+
+    def __init__(self):
+        # name -> kind, in first-assignment order (one order across all kinds).
+        object.__setattr__(self, "_members", {})
+        object.__setattr__(self, "training", True)
+
+    # -- registration -------------------------------------------------------------------
+    def _member_table(self) -> dict[str, str]:
+        members = self.__dict__.get("_members")
+        if members is None:
+            raise HlotraceError(
+                f"{type(self).__name__}: call super().__init__() in __init__ before assigning attributes"
+            )
+        return members
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        members = self._member_table()
+        kind = members.get(name)
+        if isinstance(value, Parameter):
+            new_kind = _PARAM
+        elif isinstance(value, Module):
+            new_kind = _MODULE
+        elif kind == _BUFFER and (value is None or isinstance(value, Tensor)):
+            new_kind = _BUFFER
+        elif kind is not None and value is None:
+            new_kind = kind  # a registered slot set to None stays registered (and is skipped)
+        elif kind == _PARAM and isinstance(value, Tensor):
+            raise HlotraceError(
+                f"{type(self).__name__}.{name} is a registered parameter; assign an ht.Parameter "
+                f"(or use register_buffer for non-trainable state), not a plain {type(value).__name__}"
+            )
+        else:
+            new_kind = None
+        if new_kind is None:
+            members.pop(name, None)
+        elif kind != new_kind:
+            members.pop(name, None)
+            members[name] = new_kind
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self._member_table().pop(name, None)
+        object.__delattr__(self, name)
+
+    def register_buffer(self, name: str, value: Tensor | None) -> None:
+        """Register non-trainable state (saved in ``state_dict``, not in ``parameters()``).
+
+        >>> self.register_buffer("running_mean", ht.tensor(np.zeros(16, np.float32)))
+        """
+        if not isinstance(name, str) or not name or "." in name:
+            raise HlotraceError(f"register_buffer: bad buffer name {name!r} (a non-empty name without '.')")
+        if value is not None and not isinstance(value, Tensor):
+            raise HlotraceError(f"register_buffer({name!r}): expected a Tensor or None, got {type(value).__name__}")
+        if isinstance(value, Parameter):
+            raise HlotraceError(f"register_buffer({name!r}): a Parameter is trainable; assign it as an attribute")
+        members = self._member_table()
+        if name in members and members[name] != _BUFFER:
+            raise HlotraceError(f"register_buffer({name!r}): the name is already a registered {members[name]}")
+        if name not in members and name in self.__dict__:
+            raise HlotraceError(f"register_buffer({name!r}): the module already has an attribute of that name")
+        members[name] = _BUFFER
+        object.__setattr__(self, name, value)
+
+    def register_parameter(self, name: str, value: Parameter | None) -> None:
+        """Register ``value`` under ``name`` (what ``self.name = Parameter(...)`` does)."""
+        if value is not None and not isinstance(value, Parameter):
+            raise HlotraceError(f"register_parameter({name!r}): expected a Parameter, got {type(value).__name__}")
+        members = self._member_table()
+        if value is None and members.get(name) != _PARAM:
+            members.pop(name, None)
+            members[name] = _PARAM
+        setattr(self, name, value)
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Register ``module`` under ``name`` (what ``self.name = module`` does)."""
+        if module is not None and not isinstance(module, Module):
+            raise HlotraceError(f"add_module({name!r}): expected a Module, got {type(module).__name__}")
+        members = self._member_table()
+        if module is None and members.get(name) != _MODULE:
+            members.pop(name, None)
+            members[name] = _MODULE
+        setattr(self, name, module)
+
+    def _direct(self, kind: str) -> Iterator[tuple[str, Any]]:
+        for name, k in self._member_table().items():
+            if k == kind:
+                value = self.__dict__.get(name)
+                if value is not None:
+                    yield name, value
+
+    # -- traversal ----------------------------------------------------------------------
+    def _named_members(self, kind: str, prefix: str, recurse: bool) -> Iterator[tuple[str, Any]]:
+        seen: set[int] = {id(self)} if kind == _MODULE else set()
+        walked: set[int] = set()
+
+        def walk(module: Module, prefix: str):
+            walked.add(id(module))
+            for name, k in module._member_table().items():
+                value = module.__dict__.get(name)
+                if value is None:
+                    continue
+                full = prefix + name
+                if k == kind and id(value) not in seen:
+                    seen.add(id(value))
+                    yield full, value
+                if k == _MODULE and recurse and id(value) not in walked:
+                    yield from walk(value, full + ".")
+
+        yield from walk(self, prefix)
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """``("fc1.weight", Parameter)`` pairs in definition order, each Parameter once."""
+        return self._named_members(_PARAM, prefix, recurse)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """Every Parameter (recursively, each once, in definition order)."""
+        return (p for _, p in self.named_parameters(recurse=recurse))
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """``("bn.running_mean", Tensor)`` pairs, like :meth:`named_parameters`."""
+        return self._named_members(_BUFFER, prefix, recurse)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """Every registered buffer (recursively, each once)."""
+        return (b for _, b in self.named_buffers(recurse=recurse))
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """Direct sub-modules as ``(name, module)``, each once."""
+        seen: set[int] = set()
+        for name, m in self._direct(_MODULE):
+            if id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
+
+    def children(self) -> Iterator[Module]:
+        """Direct sub-modules, each once."""
+        return (m for _, m in self.named_children())
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """This module (name ``prefix``, ``""`` by default) and every descendant, each once."""
+        yield prefix, self
+        yield from self._named_members(_MODULE, prefix + "." if prefix else "", True)
+
+    def modules(self) -> Iterator[Module]:
+        """This module and every descendant, each once (pre-order)."""
+        return (m for _, m in self.named_modules())
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call ``fn`` on every descendant, then on this module; returns self."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # -- modes and gradients ------------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        """Set ``training`` on this module and every descendant; returns self."""
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self) -> Module:
+        """``train(False)``."""
+        return self.train(False)
+
+    def zero_grad(self) -> None:
+        """Set every parameter's ``.grad`` to None."""
+        for p in self.parameters():
+            p.grad = None
+
+    # -- calling ------------------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # -- state ----------------------------------------------------------------------------
+    def _named_state(self) -> list[tuple[str, Tensor]]:
+        return [*self.named_parameters(), *self.named_buffers()]
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """``{name: NumPy copy}`` of every parameter, then every buffer.
+
+        >>> ht.save(model.state_dict(), "model.npz")
+        """
+        return {name: np.array(t.numpy(), copy=True) for name, t in self._named_state()}
+
+    def load_state_dict(self, state_dict: dict, strict: bool = True) -> IncompatibleKeys:
+        """Copy values from ``state_dict`` into the existing parameters and buffers, in place.
+
+        Shapes and dtypes must match exactly (a mismatch names the key and both shapes or
+        dtypes). With ``strict`` missing or unexpected keys are an error too; otherwise they
+        are returned. Nothing is changed unless every entry fits. The Parameter objects are
+        kept, so an optimizer built on them goes on updating the loaded values.
+
+        >>> model.load_state_dict(ht.load("model.npz"))
+        """
+        own = dict(self._named_state())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            parts = []
+            if missing:
+                parts.append(f"missing keys {missing}")
+            if unexpected:
+                parts.append(f"unexpected keys {unexpected}")
+            raise HlotraceError(f"{type(self).__name__}.load_state_dict: " + " and ".join(parts))
+        updates = []
+        for key, target in own.items():
+            if key not in state_dict:
+                continue
+            value = state_dict[key]
+            array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+            if array.shape != target.shape:
+                raise HlotraceError(
+                    f"{type(self).__name__}.load_state_dict: {key!r} has shape {tuple(array.shape)} in the "
+                    f"state dict but {tuple(target.shape)} in the module"
+                )
+            if array.dtype != target.dtype:
+                raise HlotraceError(
+                    f"{type(self).__name__}.load_state_dict: {key!r} has dtype {array.dtype} in the state dict "
+                    f"but {target.dtype} in the module (shape {tuple(target.shape)}); cast it first"
+                )
+            updates.append((target, array))
+        for target, array in updates:
+            target._assign(tensor(array, dtype=target.dtype))
+        return IncompatibleKeys(missing, unexpected)
+
+    def _trace_state(self) -> tuple[tuple, list[Tensor]]:
+        """``(static_key, tensors)`` for ``xla_trace``.
+
+        ``static_key`` is the tuple of ``training`` flags of every module (pre-order), so
+        switching ``train()``/``eval()`` selects another compiled program; ``tensors`` are
+        the parameters then the buffers in :meth:`state_dict` order, which a compiled step
+        takes as inputs and writes back when it updates them in place.
+        """
+        key = tuple(m.training for m in self.modules())
+        return key, [t for _, t in self._named_state()]
+
+    # -- printing -------------------------------------------------------------------------
+    def extra_repr(self) -> str:
+        """Text shown inside this module's parentheses by ``repr``."""
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        for name, m in self._direct(_MODULE):
+            body = repr(m).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {body}")
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        head = f"{type(self).__name__}({extra}" if extra else f"{type(self).__name__}("
+        return head + "\n" + "\n".join(lines) + "\n)"

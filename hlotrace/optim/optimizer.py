@@ -1,0 +1,358 @@
+"""Optimizers: ``SGD``, ``Adam``, ``AdamW`` (PyTorch's update formulas, MegEngine's API).
+
+>>> import hlotrace as ht
+>>> from hlotrace import nn, optim
+>>> from hlotrace.autodiff import GradManager
+>>> net = nn.Linear(4, 1)
+>>> gm = GradManager().attach(net.parameters())
+>>> opt = optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+>>> with gm:
+...     loss = (net(x) - y).mean()
+...     gm.backward(loss)
+>>> opt.step().clear_grad()
+
+Every update is made of tensor ops applied in place to the existing tensor objects
+(``Tensor._assign``), so a whole training step recorded by ``xla_trace`` compiles into one
+executable that takes parameters, optimizer state and hyper-parameters as inputs and
+writes the updated state back. For that:
+
+- state tensors (momentum buffers, moments, per-parameter step counts) exist before the
+  first step: they are created with the optimizer, or by :meth:`Optimizer._trace_state`
+  before a recording when a changed hyper-parameter needs a new kind of state;
+- hyper-parameters enter the math as 0-d *hyper tensors* the optimizer owns (one per group
+  and name), refreshed from ``param_groups`` outside any recording, so changing
+  ``opt.param_groups[0]["lr"]`` takes effect without recompiling;
+- choices that change which ops run (momentum on/off, nesterov, weight decay on/off,
+  amsgrad) are read from the Python values and form the static key of ``_trace_state``,
+  so changing one selects another compiled program;
+- "first step" logic is tensor logic on the step-count tensors (``F.where``).
+
+Step counts are per parameter, as in PyTorch: a parameter whose ``.grad`` is None is
+skipped entirely (its step count does not advance), so its first real update later gets
+the first-step treatment and bias corrections PyTorch would give it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlotrace import dtypes as dt
+from hlotrace.errors import HlotraceError, TraceError
+from hlotrace.ops.registry import current_recorder
+from hlotrace.tensor import Tensor
+
+__all__ = ["Optimizer"]
+
+
+def _set_value(t: Tensor, value) -> None:
+    """Replace ``t``'s value in place without applying an op.
+
+    Only for optimizer-owned tensors outside any recording (hyper tensors refreshed from
+    Python values): ``Tensor._assign`` would record a constant and an assignment if a
+    recording were active, and would be seen by autodiff tapes. The Tensor object is kept,
+    so a compiled step that takes it as an input reads the new value on its next call.
+    """
+    array = np.array(value, dtype=t.dtype)
+    array.flags.writeable = False
+    t._host = array
+    t._device = None
+
+
+def _new_tensor(array: np.ndarray) -> Tensor:
+    return Tensor._from_array(np.array(array), checked=True)
+
+
+class Optimizer:
+    """Base class: parameter groups, state, hyper tensors, ``step``/``clear_grad``.
+
+    ``params`` is an iterable of Tensors, or of dicts ``{"params": [...], "lr": ...}``
+    (one *parameter group* each; keys a group omits take the constructor's defaults)::
+
+        opt = optim.SGD([{"params": net.body.parameters()},
+                         {"params": net.head.parameters(), "lr": 1e-2}], lr=1e-3)
+
+    Subclasses define ``_hyper_names`` (names of the hyper tensors), ``_hyper_values(group)``,
+    ``_state_names(group)``, ``_group_key(group)`` (the static structure) and
+    ``_update_group(group, hyper)``.
+    """
+
+    _hyper_names: tuple[str, ...] = ()
+
+    def __init__(self, params, defaults: dict):
+        self.defaults = dict(defaults)
+        self.param_groups: list[dict] = []
+        # Tensor (identity hash) -> {state name: Tensor}
+        self.state: dict[Tensor, dict[str, Tensor]] = {}
+        self._hyper: list[dict[str, Tensor]] = []  # per group: name -> 0-d hyper tensor
+        self._hyper_synced: list[dict[str, float]] = []  # per group: name -> value it holds
+        if isinstance(params, Tensor):
+            raise HlotraceError(
+                f"{type(self).__name__}: params must be an iterable of Tensors or of group dicts, "
+                f"got a single Tensor (wrap it in a list)"
+            )
+        groups = list(params)
+        if not groups:
+            raise HlotraceError(f"{type(self).__name__}: got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    # -- groups ---------------------------------------------------------------------------
+    def add_param_group(self, group: dict) -> None:
+        """Add a group (``{"params": [...], **hyper-parameters}``); its state is created now."""
+        if not isinstance(group, dict) or "params" not in group:
+            raise HlotraceError(f"{type(self).__name__}: a parameter group is a dict with a 'params' entry")
+        group = dict(group)
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise HlotraceError(f"{type(self).__name__}: parameters must be Tensors, got {type(p).__name__}")
+            if not dt.is_floating(p.dtype):
+                raise HlotraceError(f"{type(self).__name__}: a {p.dtype} tensor of shape {p.shape} cannot be optimized")
+            if id(p) in seen:
+                raise HlotraceError(
+                    f"{type(self).__name__}: a parameter of shape {p.shape} appears twice (in one group or in two)"
+                )
+            seen.add(id(p))
+        group["params"] = params
+        for key, value in self.defaults.items():
+            group.setdefault(key, value)
+        self._validate_group(group)
+        self.param_groups.append(group)
+        self._hyper.append({})
+        self._hyper_synced.append({})
+        self._ensure_state()
+        self._sync_hyper()
+
+    def _all_params(self) -> list[Tensor]:
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def _validate_group(self, group: dict) -> None:
+        for name, value in self._hyper_values(group).items():
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise HlotraceError(
+                    f"{type(self).__name__}: {name} must be a number, got {type(value).__name__}"
+                ) from None
+            if not np.isfinite(value) or value < 0:
+                raise HlotraceError(f"{type(self).__name__}: {name} must be finite and >= 0, got {value}")
+
+    def _hyper_dtype(self, group: dict) -> np.dtype:
+        # float32, or float64 when the group has float64 parameters (so their math stays in float64)
+        wide = any(p.dtype == np.float64 for p in group["params"])
+        return np.dtype(np.float64) if wide else dt.float32
+
+    # -- subclass hooks -------------------------------------------------------------------
+    def _hyper_values(self, group: dict) -> dict[str, float]:
+        return {name: group[name] for name in self._hyper_names}
+
+    def _state_names(self, group: dict) -> tuple[str, ...]:
+        return ()
+
+    def _group_key(self, group: dict) -> tuple:
+        return ()
+
+    def _update_group(self, group: dict, hyper: dict[str, Tensor]) -> None:
+        raise NotImplementedError
+
+    # -- hyper tensors and state --------------------------------------------------------
+    def _sync_hyper(self) -> None:
+        """Refresh each hyper tensor whose Python value in ``param_groups`` changed.
+
+        Outside recording only (the values of a recording's inputs are fixed while it
+        runs); called by :meth:`step` and :meth:`_trace_state`, a no-op while recording.
+        """
+        if current_recorder() is not None:
+            return
+        for group, tensors, synced in zip(self.param_groups, self._hyper, self._hyper_synced, strict=True):
+            values = self._hyper_values(group)
+            dtype = self._hyper_dtype(group)
+            validated = False
+            for name, value in values.items():
+                old = tensors.get(name)
+                if old is not None and synced.get(name) == value and old.dtype == dtype:
+                    continue
+                if not validated:  # refuse a bad value before any hyper tensor changes
+                    self._validate_group(group)
+                    validated = True
+                value = float(value)
+                if old is None or old.dtype != dtype:
+                    tensors[name] = _new_tensor(np.array(value, dtype=dtype))
+                else:
+                    _set_value(old, value)
+                synced[name] = value
+
+    def _ensure_state(self) -> None:
+        """Create the (zero) state tensors the current settings need and that do not exist yet."""
+        recording = current_recorder() is not None
+        for group in self.param_groups:
+            names = self._state_names(group)
+            for p in group["params"]:
+                state = self.state.setdefault(p, {})
+                for name in names:
+                    if name in state:
+                        continue
+                    if recording:
+                        raise TraceError(
+                            f"{type(self).__name__}.step(): state {name!r} of a parameter of shape {p.shape} does not "
+                            f"exist yet and cannot be created while recording; pass the optimizer to the traced "
+                            f"function (xla_trace calls its _trace_state() first) or call opt.step() eagerly once"
+                        )
+                    if name == "step":
+                        state[name] = _new_tensor(np.zeros((), dt.float32))
+                    else:
+                        state[name] = _new_tensor(np.zeros(p.shape, p.dtype))
+
+    def _static_key(self) -> tuple:
+        return (
+            type(self).__name__,
+            tuple(self._group_key(g) for g in self.param_groups),
+            tuple(len(g["params"]) for g in self.param_groups),
+            tuple(str(self._hyper_dtype(g)) for g in self.param_groups),
+        )
+
+    def _trace_state(self) -> tuple[tuple, list[Tensor]]:
+        """``(static_key, tensors)`` for ``xla_trace``.
+
+        Syncs the hyper tensors and creates any missing state first (so call it outside
+        recording). ``static_key`` is hashable: the class name, per group the structural
+        choices (:meth:`_group_key`), the number of parameters per group and the hyper
+        tensors' dtype. ``tensors``, in this fixed order: every parameter of every group
+        (group order, then parameter order); then, per parameter in the same order, its
+        state tensors in :meth:`_state_names` order; then, per group, its hyper tensors in
+        ``_hyper_names`` order. A compiled step reads all of them and writes back the
+        parameters and state tensors it updates (hyper tensors are read only).
+        """
+        self._sync_hyper()
+        self._ensure_state()
+        tensors: list[Tensor] = self._all_params()
+        for group in self.param_groups:
+            names = self._state_names(group)
+            for p in group["params"]:
+                state = self.state[p]
+                tensors.extend(state[name] for name in names)
+        for hyper in self._hyper:
+            tensors.extend(hyper[name] for name in self._hyper_names)
+        return self._static_key(), tensors
+
+    # -- stepping -------------------------------------------------------------------------
+    def step(self) -> Optimizer:
+        """Update every parameter whose ``.grad`` is not None, in place; returns self.
+
+        >>> opt.step().clear_grad()
+        """
+        if current_recorder() is None:
+            self._sync_hyper()
+        self._ensure_state()
+        for group, hyper in zip(self.param_groups, self._hyper, strict=True):
+            self._update_group(group, hyper)
+        return self
+
+    def clear_grad(self) -> Optimizer:
+        """Set every parameter's ``.grad`` to None; returns self."""
+        for p in self._all_params():
+            p.grad = None
+        return self
+
+    zero_grad = clear_grad
+
+    # -- state dicts ----------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """``{"state": {index: {name: array}}, "param_groups": [{..., "params": [index, ...]}]}``.
+
+        Parameters are numbered across groups in order; arrays are NumPy copies, the other
+        values plain Python, so :func:`hlotrace.save` stores it without pickle.
+        """
+        state: dict[int, dict[str, np.ndarray]] = {}
+        groups = []
+        index = 0
+        for group in self.param_groups:
+            entry = {k: v for k, v in group.items() if k != "params"}
+            entry["params"] = list(range(index, index + len(group["params"])))
+            groups.append(entry)
+            for p in group["params"]:
+                st = self.state.get(p, {})
+                if st:
+                    state[index] = {name: np.array(t.numpy(), copy=True) for name, t in st.items()}
+                index += 1
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load hyper-parameters and state (copied in place into the existing tensors).
+
+        The group layout (number of groups and of parameters in each) and every state
+        array's shape must match; nothing changes unless everything fits.
+        """
+        name = type(self).__name__
+        try:
+            groups = list(state_dict["param_groups"])
+            loaded_state = {int(k): v for k, v in dict(state_dict["state"]).items()}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HlotraceError(f"{name}.load_state_dict: not an optimizer state dict ({exc})") from None
+        if len(groups) != len(self.param_groups):
+            raise HlotraceError(
+                f"{name}.load_state_dict: the state dict has {len(groups)} parameter groups, "
+                f"the optimizer {len(self.param_groups)}"
+            )
+        new_groups = []
+        params_by_index: dict[int, Tensor] = {}
+        names_by_index: dict[int, tuple[str, ...]] = {}
+        for i, (saved, group) in enumerate(zip(groups, self.param_groups, strict=True)):
+            indices = list(saved.get("params", []))
+            if len(indices) != len(group["params"]):
+                raise HlotraceError(
+                    f"{name}.load_state_dict: group {i} has {len(indices)} parameters in the state dict, "
+                    f"{len(group['params'])} in the optimizer"
+                )
+            merged = dict(group)
+            merged.update({k: v for k, v in saved.items() if k != "params"})
+            self._validate_group(merged)
+            new_groups.append(merged)
+            for idx, p in zip(indices, group["params"], strict=True):
+                params_by_index[int(idx)] = p
+                names_by_index[int(idx)] = self._state_names(merged)
+        updates = []
+        for idx, entries in loaded_state.items():
+            if idx not in params_by_index:
+                raise HlotraceError(f"{name}.load_state_dict: state for parameter {idx}, which no group lists")
+            p = params_by_index[idx]
+            expected = set(names_by_index[idx])
+            if set(entries) != expected:
+                raise HlotraceError(
+                    f"{name}.load_state_dict: parameter {idx} has state {sorted(entries)} in the state dict, "
+                    f"the optimizer expects {sorted(expected)}"
+                )
+            for state_name, value in entries.items():
+                array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+                shape = () if state_name == "step" else p.shape
+                if array.shape != shape:
+                    raise HlotraceError(
+                        f"{name}.load_state_dict: state {state_name!r} of parameter {idx} has shape "
+                        f"{tuple(array.shape)} in the state dict, {tuple(shape)} in the optimizer"
+                    )
+                updates.append((p, state_name, array))
+        for group, merged in zip(self.param_groups, new_groups, strict=True):
+            group.update({k: v for k, v in merged.items() if k != "params"})
+        self._sync_hyper()
+        self._ensure_state()
+        for p, state_name, array in updates:
+            target = self.state[p][state_name]
+            _set_or_assign(target, array)
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines.extend(f"    {k}: {v}" for k, v in group.items() if k != "params")
+        return "\n".join([*lines, ")"])
+
+
+def _set_or_assign(target: Tensor, array: np.ndarray) -> None:
+    """Load ``array`` into state tensor ``target`` (eagerly, outside recording)."""
+    if current_recorder() is not None:
+        raise TraceError("Optimizer.load_state_dict cannot run while recording")
+    _set_value(target, np.asarray(array).astype(target.dtype))

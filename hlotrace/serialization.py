@@ -1,0 +1,163 @@
+"""``save``/``load``: state dicts (nested dicts, lists, arrays, scalars) in one ``.npz`` file.
+
+Never pickles: arrays go into the archive as plain ``.npy`` entries, everything else
+(nesting, dict keys, Python scalars and strings, dtype notes) into one JSON document stored
+beside them, and the file is read back with ``allow_pickle=False``. ``bfloat16`` (and the
+other ``ml_dtypes`` types NumPy cannot name in a ``.npy`` header) is stored as its bits in
+an unsigned integer of the same width, with the dtype noted in the JSON.
+
+>>> import hlotrace as ht
+>>> ht.save({"model": model.state_dict(), "optim": opt.state_dict(), "epoch": 3}, "ckpt.npz")
+>>> ckpt = ht.load("ckpt.npz")
+>>> model.load_state_dict(ckpt["model"]); opt.load_state_dict(ckpt["optim"])
+
+Arrays come back as read-write NumPy arrays (Tensors are saved as their values). A ``.npz``
+written by ``np.savez`` loads as a flat ``{name: array}`` dict. Array entry names follow the
+nesting (``model/fc1.weight``), so the file is readable with ``np.load`` too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+
+import ml_dtypes
+import numpy as np
+
+from hlotrace.errors import HlotraceError
+from hlotrace.tensor import Tensor
+
+META_KEY = "__hlotrace_meta__"
+FORMAT = "hlotrace.save"
+VERSION = 1
+
+_PLAIN_KINDS = "biuf"  # bool, signed, unsigned, float: what a .npy header names without pickle
+
+
+def _is_ml_dtype(dtype: np.dtype) -> bool:
+    return dtype.type.__module__.split(".")[0] == "ml_dtypes"
+
+
+def _encode_array(array: np.ndarray, where: str) -> tuple[np.ndarray, str | None]:
+    if array.dtype.kind in _PLAIN_KINDS and not _is_ml_dtype(array.dtype):
+        return array, None
+    if _is_ml_dtype(array.dtype) and hasattr(ml_dtypes, array.dtype.name):
+        bits = np.dtype(f"uint{8 * array.dtype.itemsize}")
+        return array.view(bits), array.dtype.name
+    raise HlotraceError(
+        f"save: {where} is an array of dtype {array.dtype}, which cannot be stored without pickle "
+        f"(numeric and bool arrays only)"
+    )
+
+
+def _decode_array(array: np.ndarray, dtype_name: str | None, where: str) -> np.ndarray:
+    if dtype_name is None:
+        return array
+    dtype = getattr(ml_dtypes, dtype_name, None)
+    if dtype is None or np.dtype(dtype).itemsize != array.dtype.itemsize:
+        raise HlotraceError(f"load: {where} is noted as dtype {dtype_name!r}, which this installation cannot read")
+    return array.view(dtype)
+
+
+def save(obj, path: str | os.PathLike) -> None:
+    """Write ``obj`` (a state dict, or nested dicts/lists/tuples of them) to ``path``.
+
+    Leaves may be NumPy arrays, Tensors, Python/NumPy scalars, strings or None. Dict keys
+    must be strings or ints. ``path`` is written as given (no ``.npz`` is appended), through
+    a temporary file, so a failed save leaves an existing file intact.
+    """
+    arrays: dict[str, np.ndarray] = {}
+
+    def entry_name(path_parts: list[str]) -> str:
+        base = "/".join(path_parts) or "value"
+        name, n = base, 1
+        while name in arrays or name == META_KEY:
+            name, n = f"{base}#{n}", n + 1
+        return name
+
+    def encode(value, parts: list[str]):
+        where = "/".join(parts) or "the value"
+        if isinstance(value, Tensor):
+            value = value.numpy()
+        if isinstance(value, np.ndarray | np.generic) and not isinstance(value, np.str_ | np.bytes_):
+            array, note = _encode_array(np.asarray(value), where)
+            name = entry_name(parts)
+            arrays[name] = array
+            node = {"array": name}
+            if note is not None:
+                node["dtype"] = note
+            if isinstance(value, np.generic):
+                node["scalar"] = True
+            return node
+        if value is None or isinstance(value, bool | int | float | str):
+            return {"value": value}
+        if isinstance(value, dict):
+            items = []
+            for k, v in value.items():
+                if isinstance(k, bool) or not isinstance(k, str | int):
+                    raise HlotraceError(
+                        f"save: {where} has a key {k!r} of type {type(k).__name__}; keys are str or int"
+                    )
+                items.append([k, encode(v, [*parts, str(k)])])
+            return {"dict": items}
+        if isinstance(value, list | tuple):
+            kind = "list" if isinstance(value, list) else "tuple"
+            return {kind: [encode(v, [*parts, str(i)]) for i, v in enumerate(value)]}
+        raise HlotraceError(f"save: {where} is a {type(value).__name__}, which save() does not store (never pickled)")
+
+    tree = encode(obj, [])
+    meta = json.dumps({"format": FORMAT, "version": VERSION, "tree": tree})
+    arrays[META_KEY] = np.frombuffer(meta.encode("utf-8"), dtype=np.uint8)
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, allow_pickle=False, **arrays)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def load(path: str | os.PathLike):
+    """Read what :func:`save` wrote (or a plain ``np.savez`` file, as a flat dict)."""
+    path = os.fspath(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                raise HlotraceError(f"load: {path} is a .npy array, not an .npz archive")
+            arrays = {name: data[name] for name in data.files}
+    except HlotraceError:
+        raise
+    except FileNotFoundError:
+        raise HlotraceError(f"load: no such file: {path}") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise HlotraceError(f"load: {path} is not a readable .npz archive ({exc})") from None
+    if META_KEY not in arrays:
+        return arrays
+    try:
+        meta = json.loads(arrays.pop(META_KEY).tobytes().decode("utf-8"))
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"unknown format {meta.get('format')!r}")
+        if meta.get("version", 0) > VERSION:
+            raise ValueError(f"written by a newer hlotrace (format version {meta['version']})")
+        return _decode(meta["tree"], arrays)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HlotraceError(f"load: {path} has a damaged hlotrace index: {exc}") from None
+
+
+def _decode(node: dict, arrays: dict[str, np.ndarray]):
+    if "array" in node:
+        name = node["array"]
+        array = _decode_array(arrays[name], node.get("dtype"), name)
+        return array[()] if node.get("scalar") else array
+    if "value" in node:
+        return node["value"]
+    if "dict" in node:
+        return {k: _decode(v, arrays) for k, v in node["dict"]}
+    if "list" in node:
+        return [_decode(v, arrays) for v in node["list"]]
+    if "tuple" in node:
+        return tuple(_decode(v, arrays) for v in node["tuple"])
+    raise ValueError(f"unknown entry {sorted(node)}")

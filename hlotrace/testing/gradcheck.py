@@ -1,0 +1,197 @@
+"""Gradient checks generated from the op registry (tests/test_gradients.py runs them).
+
+For a sample of an op (drawn by the op's own strategy) and random output weights ``w``,
+the checked function is ``f(inputs) = sum(w * op(inputs))``; its gradient is the op's VJP
+applied to ``w``.
+
+- :func:`check_vjp_fd`: the eager VJP against central finite differences of the NumPy
+  reference in float64. Elements where the one-sided differences disagree (a kink: relu at
+  0, a max tie, abs at 0) or where a difference is not finite are not compared: the
+  derivative is not defined there.
+- :func:`check_compiled_grad`: ``grad(f)`` recorded and compiled with ``xla_trace`` (the
+  backward ops lowered by the same rules as any op) equals the eager gradient within the
+  tolerance table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import assume, given, seed
+
+from hlotrace import dtypes as dt
+from hlotrace.autodiff import grad, vjp
+from hlotrace.ops.registry import OpDef, apply, is_differentiable
+from hlotrace.tensor import Tensor
+from hlotrace.testing import strategies
+from hlotrace.testing.check import example_seed
+from hlotrace.testing.sampling import OpSample
+from hlotrace.testing.tolerances import Tolerance, assert_close, tolerance_for
+from hlotrace.testing.values import flush_subnormals
+
+# Finite differences: step relative to the element's magnitude (at least STEP).
+STEP = 1e-6
+# Elements compared per input (a random subset of larger inputs): two reference calls each.
+MAX_ELEMENTS = 48
+FD_TOLERANCE = Tolerance(1e-4, 1e-6, "central differences in float64 with a 1e-6 relative step", signed_zeros=False)
+# One-sided differences further apart than this (relative) mark a kink: not compared.
+KINK = 1e-3
+
+
+def float_positions(sample: OpSample) -> list[int]:
+    """Positions of the sample's floating-point array operands (the differentiated ones)."""
+    return [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray) and dt.is_floating(a.dtype)]
+
+
+def _to_float64(value, rng):
+    """A float array in float64 with non-finite and huge values replaced by N(0, 1) draws
+    (a Python float likewise): finite differences need finite, moderate values."""
+    if isinstance(value, float) and not (np.isfinite(value) and abs(value) <= 1e4):
+        return float(rng.standard_normal())
+    if not (isinstance(value, np.ndarray) and dt.is_floating(value.dtype)):
+        return value
+    x = value.astype(np.float64)
+    bad = ~np.isfinite(x) | (np.abs(x) > 1e4)
+    x[bad] = rng.standard_normal(int(bad.sum()))
+    return x
+
+
+def _float64_attrs(attrs: dict) -> dict:
+    """Float dtype attributes (astype's target) widened to float64: a cast to float16 is a
+    step function at the scale of a finite-difference step."""
+    return {k: (dt.float64 if isinstance(v, np.dtype) and dt.is_floating(v) else v) for k, v in attrs.items()}
+
+
+def _operands(args):
+    return [Tensor._from_array(np.array(a)) if isinstance(a, np.ndarray) else a for a in args]
+
+
+def check_vjp_fd(op: OpDef, sample: OpSample, rng: np.random.Generator) -> int:
+    """Assert the eager VJP of ``op`` matches finite differences; returns how many elements
+    were compared (0 when the sample has nothing differentiable)."""
+    args = [_to_float64(a, rng) for a in sample.args]
+    attrs = _float64_attrs(sample.attrs)
+    positions = float_positions(sample)
+    operands = _operands(args)
+    out = apply(op, *operands, **attrs)
+    if not positions or not dt.is_floating(out.dtype):
+        return 0
+    w = rng.standard_normal(out.shape)
+
+    def f(arrays) -> float:
+        filled = list(args)
+        for p, a in zip(positions, arrays, strict=True):
+            filled[p] = a
+        with np.errstate(all="ignore"):
+            y = apply(op, *_operands(filled), **attrs).numpy().astype(np.float64)
+            return float(np.sum(w * y))
+
+    primals = [operands[p] for p in positions]
+
+    def fn(*xs):
+        filled = list(operands)
+        for p, x in zip(positions, xs, strict=True):
+            filled[p] = x
+        return apply(op, *filled, **attrs)
+
+    _, vjp_fn = vjp(fn, *primals)
+    grads = vjp_fn(Tensor._from_array(w.astype(out.dtype)))
+    base = [np.array(args[p]) for p in positions]
+    f0 = f(base)
+    compared = 0
+    for k, (x, g) in enumerate(zip(base, grads, strict=True)):
+        g = g.numpy().astype(np.float64)
+        assert g.shape == x.shape, f"{op.name}: cotangent of input {positions[k]} has shape {g.shape}, not {x.shape}"
+        flat = np.arange(x.size)
+        if x.size > MAX_ELEMENTS:
+            flat = rng.choice(x.size, MAX_ELEMENTS, replace=False)
+        for i in flat:
+            at = np.unravel_index(i, x.shape)
+            h = STEP * max(1.0, abs(x[at]))
+            plus, minus = [b.copy() for b in base], [b.copy() for b in base]
+            plus[k][at] += h
+            minus[k][at] -= h
+            fp, fm = f(plus), f(minus)
+            forward, backward = (fp - f0) / h, (f0 - fm) / h
+            if not np.isfinite([forward, backward]).all():
+                continue
+            if abs(forward - backward) > KINK * (abs(forward) + abs(backward)) + 1e-6:
+                continue
+            central = (fp - fm) / (2 * h)
+            assert_close(
+                np.array([g[at]]),
+                np.array([central]),
+                FD_TOLERANCE._replace(atol=FD_TOLERANCE.atol * (1 + abs(f0))),
+                what=f"d/d(input {positions[k]}){list(at)} of sum(w * {op.name}(...)) for {sample!r}",
+            )
+            compared += 1
+    return compared
+
+
+def _compiled_tolerance(op: OpDef, dtype: np.dtype) -> Tolerance:
+    base = tolerance_for(op.name, dtype)
+    # The backward is several ops, each within the table: allow a few roundings more.
+    return Tolerance(base.rtol * 8, base.atol * 8, "backward of " + base.reason, signed_zeros=False)
+
+
+def check_compiled_grad(op: OpDef, sample: OpSample, rng: np.random.Generator) -> bool:
+    """Assert ``xla_trace(grad(f))`` equals eager ``grad(f)``; False when nothing is differentiable."""
+    from hlotrace.jit import xla_trace
+
+    positions = float_positions(sample)
+    args = [flush_subnormals(a) if isinstance(a, np.ndarray) else a for a in sample.args]
+    probe = apply(op, *_operands(args), **sample.attrs)
+    if not positions or not dt.is_floating(probe.dtype):
+        return False
+    w = rng.standard_normal(probe.shape).astype(probe.dtype)
+
+    def loss(*xs_and_w):
+        *xs, weights = xs_and_w
+        filled = _operands(args)
+        for p, x in zip(positions, xs, strict=True):
+            filled[p] = x
+        y = apply(op, *filled, **sample.attrs)
+        total = (y * weights).sum()
+        return total if dt.is_floating(total.dtype) else total.astype("float32")
+
+    gradient = grad(loss, argnums=tuple(range(len(positions))))
+    inputs = [Tensor._from_array(np.array(args[p])) for p in positions] + [Tensor._from_array(w)]
+    eager = gradient(*inputs)
+    traced = xla_trace(gradient, capture_as_const=True)  # non-float operands are closed over
+    traced(*inputs)
+    compiled = traced(*inputs)
+    for p, e, c in zip(positions, eager, compiled, strict=True):
+        assert_close(
+            c.numpy(),
+            e.numpy(),
+            _compiled_tolerance(op, e.dtype),
+            what=f"compiled vs eager gradient of input {p} of sum(w * {op.name}(...)) for {sample!r}",
+        )
+    return True
+
+
+def gradient_test(op: OpDef, base: int, kind: str):
+    """The seeded hypothesis test of ``op``'s VJP: ``kind`` is "fd" or "compiled".
+
+    Samples without a floating-point operand are skipped; the test fails if no example at
+    all had something to compare (every element at a kink or outside the op's domain).
+    """
+    checker = {"fd": check_vjp_fd, "compiled": check_compiled_grad}[kind]
+    checked = []
+
+    @seed(example_seed(f"{op.name}-grad-{kind}", base))
+    @given(op.sample(strategies), strategies.st.integers(0, 2**32 - 1))
+    def examples(sample, rng_seed):
+        assume(float_positions(sample))
+        checked.append(int(checker(op, sample, np.random.default_rng(rng_seed))))
+
+    def run():
+        examples()
+        if not any(checked):
+            raise AssertionError(f"{op.name}: no example had a differentiable element to check ({kind})")
+
+    return run
+
+
+def differentiable_ops(ops) -> list[OpDef]:
+    """Ops gradients flow through (VJP present or missing), with a sample strategy."""
+    return [op for op in ops if is_differentiable(op) and op.sample is not None]

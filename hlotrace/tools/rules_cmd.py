@@ -1,0 +1,118 @@
+"""``hlotrace rules``: what the registries cover — per op its lowering rule, property test
+and VJP, plus the composites of ``hlotrace.functional`` (recorded as the ops they use)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+
+PROG = "hlotrace"
+
+
+def _vjp_status(op) -> str:
+    from hlotrace.ops.registry import NOT_DIFFERENTIABLE
+
+    if op.vjp is NOT_DIFFERENTIABLE:
+        return "n/a"  # not differentiable: no gradient flows through it
+    return "yes" if op.vjp is not None else "MISSING"
+
+
+def composites() -> list[dict]:
+    """Public functions of hlotrace.functional that are not registered ops (made of ops)."""
+    from hlotrace import functional
+    from hlotrace.ops import OPS
+
+    found = []
+    for name, fn in vars(functional).items():
+        if name.startswith("_") or name in OPS or not inspect.isfunction(fn):
+            continue
+        if fn.__module__ != functional.__name__:
+            continue
+        doc = (fn.__doc__ or "").strip().splitlines()
+        found.append({"name": name, "doc": doc[0] if doc else ""})
+    return sorted(found, key=lambda c: c["name"])
+
+
+def rules_report() -> dict:
+    """Coverage of the registries: one entry per op (rule, property test, VJP), the
+    composites, and the ops missing a rule, a sample strategy or a VJP."""
+    import hlotrace.lowering.rules  # noqa: F401  (fills RULES)
+    from hlotrace.lowering import RULES
+    from hlotrace.ops import OPS
+    from hlotrace.ops.registry import is_differentiable
+
+    ops = []
+    for op in sorted(OPS.values(), key=lambda o: (o.family, o.name)):
+        doc = (op.doc or "").strip().splitlines()
+        ops.append(
+            {
+                "op": op.name,
+                "family": op.family,
+                "primitive": True,
+                "has_rule": op.name in RULES,
+                "has_property_test": op.sample is not None,
+                "differentiable": is_differentiable(op),
+                "has_vjp": callable(op.vjp),
+                "vjp": _vjp_status(op),
+                "doc": doc[0] if doc else "",
+            }
+        )
+    return {
+        "ops": ops,
+        "composites": composites(),
+        "missing_rules": [o["op"] for o in ops if not o["has_rule"]],
+        "missing_samples": [o["op"] for o in ops if not o["has_property_test"]],
+        "missing_vjps": [o["op"] for o in ops if o["differentiable"] and not o["has_vjp"]],
+        "stale_rules": sorted(name for name in RULES if name not in OPS),
+    }
+
+
+def run_rules(args, write) -> int:
+    report = rules_report()
+    status = 1 if report["missing_rules"] or report["missing_samples"] or report["missing_vjps"] else 0
+    if args.json:
+        write(json.dumps(report, indent=1))
+        return status
+
+    header = ("op", "family", "rule", "property test", "vjp", "doc")
+    rows = [
+        (
+            o["op"],
+            o["family"],
+            "yes" if o["has_rule"] else "no",
+            "yes" if o["has_property_test"] else "no",
+            o["vjp"],
+            o["doc"] or "-",
+        )
+        for o in report["ops"]
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [header, *rows]:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
+    lines.append("")
+    lines.append("vjp n/a: not differentiable (comparisons, logic, integer results). Every op above is a primitive.")
+    lines.append("composites in hlotrace.functional (recorded as the primitives they call; no rule of their own):")
+    width = max((len(c["name"]) for c in report["composites"]), default=0)
+    lines.extend(f"  {c['name'].ljust(width)}  {c['doc'] or '-'}" for c in report["composites"])
+    write("\n".join(lines))
+
+    n = len(rows)
+    print(
+        f"{PROG}: {n} ops, {n - len(report['missing_rules'])} with lowering rules, "
+        f"{n - len(report['missing_samples'])} with property tests, "
+        f"{sum(o['has_vjp'] for o in report['ops'])} with VJPs "
+        f"({sum(not o['differentiable'] for o in report['ops'])} not differentiable), "
+        f"{len(report['composites'])} composites, {len(report['stale_rules'])} stale rules",
+        file=sys.stderr,
+    )
+    for key, what in (
+        ("missing_rules", "ops without a lowering rule"),
+        ("missing_samples", "ops without a sample strategy (no property test)"),
+        ("missing_vjps", "differentiable ops without a VJP"),
+        ("stale_rules", "stale lowering rules (no op of that name)"),
+    ):
+        if report[key]:
+            print(f"{PROG}: {what}: {', '.join(report[key])}", file=sys.stderr)
+    return status

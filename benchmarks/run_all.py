@@ -14,10 +14,10 @@ import gc
 import sys
 import time
 
-from benchmarks import bench_compile, bench_overhead, bench_softmax
+from benchmarks import bench_compile, bench_overhead, bench_softmax, bench_train
 from benchmarks.common import fmt_ratio, fmt_time, main_args, print_table
 
-BENCHMARKS = (bench_overhead, bench_softmax, bench_compile)
+BENCHMARKS = (bench_overhead, bench_softmax, bench_compile, bench_train)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -70,6 +70,25 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     fmt_time(r["hlotrace_s"]),
                     fmt_ratio(r["eager_ratio"]),
                     "—",
+                ]
+            )
+        elif r["bench"] == "train":
+            rows.append(
+                [
+                    "train step, MLP 64-512-512-10 AdamW",
+                    fmt_time(r["hlotrace_s"]),
+                    fmt_time(r["jax_s"]),
+                    fmt_ratio(r["ratio"]),
+                    target,
+                ]
+            )
+            rows.append(
+                [
+                    "train step: eager / compiled",
+                    fmt_time(r["eager_s"]),
+                    fmt_time(r["hlotrace_s"]),
+                    fmt_ratio(r["eager_ratio"]),
+                    ">= 3",
                 ]
             )
         elif r["bench"] == "compile":

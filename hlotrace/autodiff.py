@@ -315,6 +315,12 @@ class GradManager:
     def attached_tensors(self) -> list[Tensor]:
         return list(self._attached)
 
+    def _trace_state(self) -> tuple[tuple, list[Tensor]]:
+        """For ``xla_trace`` (see hlotrace.state): the attached tensors are step inputs; the
+        callbacks are part of the static key (another callback records another program)."""
+        callbacks = tuple(tuple(self._callbacks[id(p)]) for p in self._attached)
+        return (len(self._attached), callbacks), list(self._attached)
+
     def __enter__(self) -> GradManager:
         self.record()
         return self

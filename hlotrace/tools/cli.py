@@ -85,14 +85,19 @@ Quote the specs: brackets are glob characters in most shells."""
 _RULES_DESCRIPTION = """\
 List every registered op (sorted by family, then name) with its family, whether it has a
 lowering rule, whether it has a property test (the generated property tests cover exactly
-the ops that declare a sample strategy) and its doc line. Lowering rules registered for no
-op (stale) are listed on stderr. Exit status 1 if any op lacks a rule or a sample strategy,
-0 otherwise, so CI and scripts can check coverage."""
+the ops that declare a sample strategy), its VJP (yes; n/a when the op is not
+differentiable; MISSING) and its doc line; then the composites of hlotrace.functional,
+which are recorded as the primitive ops they call. Every listed op is a primitive. Lowering
+rules registered for no op (stale) are listed on stderr. Exit status 1 if any op lacks a
+rule or a sample strategy, or a differentiable op lacks a VJP; 0 otherwise, so CI and
+scripts can check coverage. --json fields per op: op, family, primitive, has_rule,
+has_property_test, differentiable, has_vjp, vjp, doc."""
 
 _RULES_EPILOG = """\
 examples:
   hlotrace rules
   hlotrace rules --json | python -c 'import json,sys; print(json.load(sys.stdin)["missing_rules"])'
+  hlotrace rules --json | python -c 'import json,sys; print([o["op"] for o in json.load(sys.stdin)["ops"] if o["has_vjp"]])'
   hlotrace rules > /dev/null || echo 'some op lacks a rule or a property test'"""
 
 _SHOW_DESCRIPTION = """\

@@ -166,7 +166,10 @@ class Tensor:
         While recording, the detached tensor is the same traced value (no op is recorded).
         """
         out = object.__new__(type(self) if type(self) is Tensor else Tensor)
-        out._host, out._device, out._origin, out.grad = self._host, self._device, self._origin, None
+        # The host value only: a shared device buffer would be deleted when a compiled step
+        # donates this tensor's buffer (its state update), taking the detached copy with it.
+        host = self.numpy() if self._device is not None else self._host
+        out._host, out._device, out._origin, out.grad = host, None, self._origin, None
         from hlotrace.ops.registry import current_recorder
 
         recorder = current_recorder()

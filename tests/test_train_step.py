@@ -85,6 +85,20 @@ def test_state_is_written_back_into_the_same_objects_and_old_buffers_are_donated
     assert "tf.aliasing_output" in step.stablehlo_text
 
 
+def test_a_detached_copy_of_a_parameter_survives_the_donation_of_its_buffer():
+    net, opt, gm = _setup()
+    step = xla_trace(_step)
+    x, y = _batch(5)
+    step(x, y, net=net, opt=opt, gm=gm)
+    step(x, y, net=net, opt=opt, gm=gm)  # parameters now live in device buffers
+    weight = net.fc1.weight
+    snapshot = weight.detach()
+    expected = weight.numpy().copy()
+    step(x, y, net=net, opt=opt, gm=gm)  # donates the old buffer
+    np.testing.assert_array_equal(snapshot.numpy(), expected)
+    assert not np.array_equal(weight.numpy(), expected)
+
+
 def test_changing_the_learning_rate_does_not_recompile_and_takes_effect():
     compiled, eager = _setup(optim.SGD, lr=0.1), _setup(optim.SGD, lr=0.1)
     step = xla_trace(_step)

@@ -204,3 +204,23 @@ def test_partial_trace_gradients_equal_eager_ones():
         for a, b in zip(g, grads[0], strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert traced_backbone.cache_size == 1 and traced_backbone.backward.cache_size == 1
+
+
+def test_grad_manager_callbacks_run_inside_the_compiled_step():
+    def scaled_and_clipped(param, grad):
+        return F.clip(grad * 10.0, -0.05, 0.05)
+
+    runs = []
+    for compiled in (False, True):
+        nn.init.seed(0)
+        net = MLP()
+        opt = optim.SGD(net.parameters(), lr=0.1)
+        gm = GradManager().attach(net.parameters(), callbacks=[scaled_and_clipped])
+        step = xla_trace(_step) if compiled else _step
+        for i in range(3):
+            x, y = _batch(10 + i)
+            step(x, y, net=net, opt=opt, gm=gm)
+        runs.append([p.numpy().copy() for p in net.parameters()])
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    assert sum(r.op == "clip" for r in step.trace.records) == len(runs[0])  # one recorded clip per parameter

@@ -30,9 +30,8 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from hlotrace import dtypes as dt
+from hlotrace import functional as F
 from hlotrace.errors import OpError
 from hlotrace.ops.registry import NOT_DIFFERENTIABLE, TAPES, OpDef
 from hlotrace.source import SourceLocation
@@ -132,39 +131,40 @@ class Tape:
                     _accumulate(cts, key, ct)
             needed = set(wrt)
             for node in reversed(self.nodes):
-                if node.function_vjp is not None:
-                    outs = [cts.pop(k, None) for k in node.out_key]
-                    if all(c is None for c in outs):
-                        continue
-                    grads = node.function_vjp(
-                        [c if c is not None else zeros_like(o) for c, o in zip(outs, node.out, strict=True)]
-                    )
-                    for key, x, g in zip(node.in_keys, node.inputs, grads, strict=True):
-                        if key is not None and g is not None and dt.is_floating(x.dtype):
-                            _accumulate(cts, key, g)
+                grads = _node_cotangents(node, cts)
+                if grads is None:
                     continue
-                ct = cts.pop(node.out_key, None)
-                if ct is None:
-                    continue
-                if node.op.vjp is None:
-                    where = f" at {node.location}" if node.location else ""
-                    raise OpError(
-                        f"{node.op.name}: no VJP is registered, so gradients cannot flow through it{where} "
-                        f"(add vjp= to its OpDef in hlotrace/ops/{node.op.family}.py)"
-                    )
-                grads = node.op.vjp(ct, node.out, *node.inputs, **node.attrs)
-                if len(grads) != len(node.inputs):
-                    raise AssertionError(
-                        f"internal error: the VJP of {node.op.name} returned {len(grads)} cotangents "
-                        f"for {len(node.inputs)} inputs"
-                    )
                 for key, x, g in zip(node.in_keys, node.inputs, grads, strict=True):
-                    if key is None or g is None or not dt.is_floating(x.dtype):
-                        continue
-                    _accumulate(cts, key, unbroadcast(g, x))
+                    if key is not None and g is not None and dt.is_floating(x.dtype):
+                        _accumulate(cts, key, unbroadcast(g, x))
             return [cts.get(k) if k in needed else None for k in wrt]
         finally:
             TAPES[position:position] = paused
+
+
+def _node_cotangents(node: _Node, cts: dict) -> tuple | None:
+    """The cotangents of ``node``'s inputs, consuming its outputs' ones from ``cts``; None
+    when no cotangent reached the node."""
+    if node.function_vjp is not None:
+        outs = [cts.pop(k, None) for k in node.out_key]
+        if all(c is None for c in outs):
+            return None
+        return node.function_vjp([c if c is not None else F.zeros_like(o) for c, o in zip(outs, node.out, strict=True)])
+    ct = cts.pop(node.out_key, None)
+    if ct is None:
+        return None
+    if node.op.vjp is None:
+        where = f" at {node.location}" if node.location else ""
+        raise OpError(
+            f"{node.op.name}: no VJP is registered, so gradients cannot flow through it{where} "
+            f"(add vjp= to its OpDef in hlotrace/ops/{node.op.family}.py)"
+        )
+    grads = node.op.vjp(ct, node.out, *node.inputs, **node.attrs)
+    if len(grads) != len(node.inputs):
+        raise AssertionError(
+            f"internal error: the VJP of {node.op.name} returned {len(grads)} cotangents for {len(node.inputs)} inputs"
+        )
+    return grads
 
 
 def _accumulate(cts: dict, key: int, g: Tensor) -> None:
@@ -174,8 +174,6 @@ def _accumulate(cts: dict, key: int, g: Tensor) -> None:
 
 def unbroadcast(g: Tensor, x: Tensor) -> Tensor:
     """``g`` (of a broadcast shape) summed down to ``x``'s shape and cast to its dtype."""
-    from hlotrace import functional as F
-
     if g.shape != x.shape:
         lead = g.ndim - x.ndim
         axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(x.shape) if d == 1 and g.shape[lead + i] != 1)
@@ -186,14 +184,6 @@ def unbroadcast(g: Tensor, x: Tensor) -> Tensor:
     if g.dtype != x.dtype:
         g = F.astype(g, x.dtype)
     return g
-
-
-def ones_like(x: Tensor) -> Tensor:
-    return tensor(np.ones(x.shape, x.dtype), dtype=x.dtype)
-
-
-def zeros_like(x: Tensor) -> Tensor:
-    return tensor(np.zeros(x.shape, x.dtype), dtype=x.dtype)
 
 
 # -- functional front end ---------------------------------------------------------------
@@ -234,8 +224,8 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool
         if not isinstance(value, Tensor) or value.shape != () or not dt.is_floating(value.dtype):
             got = f"{value.dtype}{list(value.shape)}" if isinstance(value, Tensor) else type(value).__name__
             raise OpError(f"grad: the function must return a scalar floating-point Tensor, got {got}")
-        grads = tape.backward([value], [ones_like(value)], keys)
-        grads = [g if g is not None else zeros_like(args[i]) for g, i in zip(grads, positions, strict=True)]
+        grads = tape.backward([value], [F.ones_like(value)], keys)
+        grads = [g if g is not None else F.zeros_like(args[i]) for g, i in zip(grads, positions, strict=True)]
         out = grads[0] if isinstance(argnums, int) else tuple(grads)
         return ((value, aux), out) if has_aux else (value, out)
 
@@ -267,7 +257,7 @@ def vjp(fn: Callable, *primals: Tensor):
 
     def vjp_fn(*cts):
         grads = tape.backward(list(outs), list(cts), keys)
-        return tuple(g if g is not None else zeros_like(p) for g, p in zip(grads, primals, strict=True))
+        return tuple(g if g is not None else F.zeros_like(p) for g, p in zip(grads, primals, strict=True))
 
     return out, vjp_fn
 
@@ -351,7 +341,7 @@ class GradManager:
             raise OpError("GradManager.backward() outside `with gm:` (nothing was recorded)")
         ys = list(y) if isinstance(y, list | tuple) else [y]
         if dy is None:
-            dys = [ones_like(t) for t in ys]
+            dys = [F.ones_like(t) for t in ys]
         else:
             dys = list(dy) if isinstance(dy, list | tuple) else [dy]
             dys = [d if isinstance(d, Tensor) else tensor(d, dtype=t.dtype) for d, t in zip(dys, ys, strict=True)]

@@ -160,20 +160,12 @@ class CompiledEntry:
         io = self.io
         if io is None:
             return self.rebuild([_from_device(b) for b in exe.run(buffers)])
-        index = len(buffers)
-        for tensor in state:
+        grads = [state[i].grad for i in io.grad_inputs]
+        for index, tensor in enumerate((*state, *grads), start=len(buffers)):
             buffer = tensor._device
             if buffer is None:
                 buffer = tensor._device = exe.to_device(index, tensor._host)
             buffers.append(buffer)
-            index += 1
-        for i in io.grad_inputs:
-            grad = state[i].grad
-            buffer = grad._device
-            if buffer is None:
-                buffer = grad._device = exe.to_device(index, grad._host)
-            buffers.append(buffer)
-            index += 1
         for i, _ in io.state_writes:
             # A cached host copy may be a view of the device buffer (on CPU), which would keep
             # PJRT from donating it; it is stale after the call anyway.
@@ -439,7 +431,8 @@ class PartialTracedFunction:
         """Gradients of every input (argument tensors, then the holders' state tensors) for
         the given output cotangents. Recomputes the forward: only inputs cross the boundary."""
         from hlotrace import dtypes as dt
-        from hlotrace.autodiff import Tape, zeros_like
+        from hlotrace import functional as F
+        from hlotrace.autodiff import Tape
 
         inputs = _differentiable_inputs(args, kwargs)
         tape = Tape()
@@ -450,7 +443,7 @@ class PartialTracedFunction:
         _output_structure(result, outputs)
         grads = tape.backward(outputs, list(cotangents), keys)
         return [
-            g if g is not None else (zeros_like(t) if dt.is_floating(t.dtype) else None)
+            g if g is not None else (F.zeros_like(t) if dt.is_floating(t.dtype) else None)
             for g, t in zip(grads, inputs, strict=True)
         ]
 

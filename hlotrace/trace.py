@@ -278,10 +278,7 @@ class Recorder:
 
     def assign(self, tensor, value, location: SourceLocation | None) -> None:
         """``tensor`` now holds ``value`` (an in-place update, see Tensor._assign)."""
-        var_id = self._var_of.get(id(tensor))
-        if var_id is None:
-            var_id = self.var_of(tensor, "an in-place update", location)
-        if var_id in self.captured:
+        if self.var_of(tensor, "an in-place update", location) in self.captured:
             where = f" at {location}" if location else ""
             raise TraceError(
                 f"in-place update{where} of a tensor of shape {tensor.shape} and dtype {tensor.dtype} that the "

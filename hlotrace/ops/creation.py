@@ -32,7 +32,6 @@ from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, register_op
 
 FAMILY = "creation"
 
-INTEGER = tuple(d for d in dt.SUPPORTED if d.kind == "i")
 INT32_MAX = 2**31 - 1
 
 
@@ -91,7 +90,7 @@ def canonical_value(value, dtype):
     """``value`` as a Python scalar of ``dtype``'s kind, converted to ``dtype``."""
     if dtype == dt.bool_:
         return bool(value != 0)  # NaN is True, as NumPy converts it
-    if dtype in INTEGER:
+    if dtype in dt.INTEGER:
         if isinstance(value, float | np.floating) and not (np.isfinite(value) and float(value).is_integer()):
             raise ShapeDtypeError(f"value {value!r} is not an integer, so it cannot fill an {dtype} tensor")
         value, info = int(value), np.iinfo(dtype)
@@ -151,7 +150,7 @@ def _fill_sample(s, name):
             # Boundary and special values (-0.0, NaN, subnormals, integer extremes) and
             # values of another kind than the dtype (an int filling a float tensor).
             kind = dtype if rng.random() < 3 / 4 else (dt.int32, dt.float32, dt.bool_)[rng.integers(0, 3)]
-            if dtype in INTEGER and kind not in (dt.bool_, dt.int32):
+            if dtype in dt.INTEGER and kind not in (dt.bool_, dt.int32):
                 kind = dtype  # a float (or too large an int) cannot fill an integer tensor
             attrs["value"] = s.values(kind).scalar(rng)
             if rng.random() < 1 / 8 and dtype == dt.promote(dt.Weak(type(attrs["value"]))):
@@ -204,7 +203,7 @@ def _arange_canonicalize(avals, attrs):
     dtype = dt.promote(*(dt.Weak(k) for k in kinds)) if dtype is None else dt.canonicalize(dtype)
     if dtype == dt.bool_:
         raise ShapeDtypeError("cannot produce bool tensors")
-    if dtype in INTEGER:
+    if dtype in dt.INTEGER:
         if float in kinds:
             raise ShapeDtypeError(f"an integer dtype needs int start, stop and step, got {start!r}, {stop!r}, {step!r}")
         start, stop, step = int(start), int(stop), int(step)
@@ -217,7 +216,7 @@ def _arange_canonicalize(avals, attrs):
     length = arange_length(start, stop, step)
     if length > INT32_MAX:
         raise ShapeDtypeError(f"{length} elements are too many")
-    if dtype in INTEGER and length:
+    if dtype in dt.INTEGER and length:
         last, info = start + (length - 1) * step, np.iinfo(dtype)
         if not (info.min <= start <= info.max and info.min <= last <= info.max):
             raise ShapeDtypeError(f"values from {start} to {last} do not fit in {dtype}")
@@ -230,7 +229,7 @@ def _arange_infer(*avals, start, stop, step, dtype) -> Aval:
 
 def _arange_reference(*, start, stop, step, dtype):
     n = arange_length(start, stop, step)
-    if dtype in INTEGER:
+    if dtype in dt.INTEGER:
         # In int64, which wraps like the rule's arithmetic; the values themselves fit.
         with np.errstate(over="ignore"):
             wrapped = (step + 2**63) % 2**64 - 2**63
@@ -246,7 +245,7 @@ def _arange_sample(s):
         rng = s.generator(draw)
         dtype = draw(s.dtypes(s.NUMERIC))
         n = int(rng.choice([0, 1, 2, 5, 17, 64, 128])) if rng.random() < 1 / 2 else int(rng.integers(0, 40))
-        if dtype in INTEGER:
+        if dtype in dt.INTEGER:
             info = np.iinfo(dtype)
             step = int(rng.integers(1, 6)) * int(rng.choice([-1, 1]))
             if rng.random() < 1 / 6:

@@ -33,25 +33,17 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import ShapeDtypeError
-from hlotrace.ops.common import normalize_axis
+from hlotrace.ops.common import F, normalize_axis
 from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, register_op
 
 FAMILY = "nn"
 
-INTEGER = tuple(d for d in dt.SUPPORTED if d.kind == "i")
-RELU_DTYPES = (*INTEGER, *dt.FLOATING)
-CLIP_DTYPES = (*INTEGER, *dt.FLOATING)
+NUMERIC_DTYPES = (*dt.INTEGER, *dt.FLOATING)  # relu and clip
 
 
 def compute_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype sigmoid and log_softmax compute in: float32 for float16/bfloat16."""
     return dt.promote_strong(dtype, dt.float32)
-
-
-def _F():
-    from hlotrace import functional
-
-    return functional
 
 
 def _no_attrs():
@@ -81,7 +73,6 @@ def _relu_reference(x):
 
 
 def _relu_vjp(ct, out, x):
-    F = _F()
     return (F.where(F.greater(x, 0), ct, 0),)
 
 
@@ -90,7 +81,7 @@ register_op(
         name="relu",
         family=FAMILY,
         reference=_relu_reference,
-        infer=_dtype_infer(RELU_DTYPES, "integer and float"),
+        infer=_dtype_infer(NUMERIC_DTYPES, "integer and float"),
         canonicalize=_no_attrs(),
         sample=lambda s: s.elementwise(1, s.NUMERIC),
         vjp=_relu_vjp,
@@ -157,7 +148,6 @@ def _log_softmax_reference(x, *, axis):
 
 
 def _log_softmax_vjp(ct, out, x, *, axis):
-    F = _F()
     return (ct - F.exp(out) * F.sum(ct, axis=axis, keepdims=True),)
 
 
@@ -227,7 +217,7 @@ def _one_hot_canonicalize(avals, attrs):
 
 
 def _one_hot_infer(labels: Aval, *, num_classes, dtype) -> Aval:
-    if labels.dtype not in INTEGER:
+    if labels.dtype not in dt.INTEGER:
         raise ShapeDtypeError(f"labels must be integer class indices, got {labels.dtype}")
     return Aval((*labels.shape, num_classes), dtype)
 
@@ -240,7 +230,7 @@ def _one_hot_sample(s):
     @s.st.composite
     def sample(draw):
         dtype = draw(s.dtypes(s.ALL))  # the result dtype (the test is split by it)
-        label_dtype = draw(s.st.sampled_from(INTEGER))
+        label_dtype = draw(s.st.sampled_from(dt.INTEGER))
         rng = s.generator(draw)
         num_classes = int(rng.integers(1, 7)) if rng.random() < 0.9 else int(rng.integers(7, 40))
         shape = s.random_shape(rng, max_dims=3)
@@ -298,14 +288,14 @@ def _clip_canonicalize(avals, attrs):
     if lo is None and hi is None:
         raise ShapeDtypeError("needs min= or max= (or both)")
     (x,) = avals
-    if x.dtype not in CLIP_DTYPES:
+    if x.dtype not in NUMERIC_DTYPES:
         raise ShapeDtypeError(f"defined for integer and float tensors only, got {x.dtype}")
     out = clip_result_dtype(x.dtype, lo, hi)
 
     def rounded(value, name):
         if value is None:
             return None
-        if out in INTEGER:
+        if out in dt.INTEGER:
             value, info = int(value), np.iinfo(out)
             if not info.min <= value <= info.max:
                 raise ShapeDtypeError(f"{name}={value} is out of range for {out}")
@@ -337,7 +327,6 @@ def _clip_vjp(ct, out, x, *, min, max):  # noqa: A002
     # except when min >= max: then the result is the constant max and carries none.
     if min is not None and max is not None and min >= max:
         return (None,)
-    F = _F()
     inside = None
     if min is not None:
         inside = F.greater_equal(x, min)
@@ -350,7 +339,7 @@ def _clip_vjp(ct, out, x, *, min, max):  # noqa: A002
 def _clip_sample(s):
     @s.st.composite
     def sample(draw):
-        first = draw(s.dtypes(CLIP_DTYPES))
+        first = draw(s.dtypes(NUMERIC_DTYPES))
         (x,) = draw(s.elementwise(1, (first,))).args
         rng = s.generator(draw)
         values = x.ravel()
@@ -360,7 +349,7 @@ def _clip_sample(s):
             # boundary or special value, or a general one; ints or floats as Python scalars.
             pick = rng.random()
             kind = float if first in dt.FLOATING or rng.random() < 1 / 8 else int
-            info = np.iinfo(first) if first in INTEGER else np.iinfo(np.int32)
+            info = np.iinfo(first) if first in dt.INTEGER else np.iinfo(np.int32)
             if pick < 1 / 3 and values.size:
                 value = values[rng.integers(0, values.size)]
                 if np.isnan(float(value)):

@@ -23,7 +23,7 @@ from hlotrace.autodiff import grad, vjp
 from hlotrace.ops.registry import OpDef, apply, is_differentiable
 from hlotrace.tensor import Tensor
 from hlotrace.testing import strategies
-from hlotrace.testing.check import example_seed
+from hlotrace.testing.check import _as_operand, example_seed
 from hlotrace.testing.sampling import OpSample
 from hlotrace.testing.tolerances import Tolerance, assert_close, tolerance_for
 from hlotrace.testing.values import flush_subnormals
@@ -62,7 +62,7 @@ def _float64_attrs(attrs: dict) -> dict:
 
 
 def _operands(args):
-    return [Tensor._from_array(np.array(a)) if isinstance(a, np.ndarray) else a for a in args]
+    return [_as_operand(a) for a in args]
 
 
 def check_vjp_fd(op: OpDef, sample: OpSample, rng: np.random.Generator) -> int:

@@ -24,7 +24,7 @@ MUTANTS = [
     Mutant(
         id="arange-computed-in-result-dtype",
         file=FILE,
-        find="compute = dtype if dtype in INTEGER else compute_dtype(dtype)",
+        find="compute = dtype if dtype in dt.INTEGER else compute_dtype(dtype)",
         replace="compute = dtype",
         why="float16/bfloat16 aranges multiply and add in their own dtype, rounding twice",
         ops=("arange",),
@@ -32,7 +32,7 @@ MUTANTS = [
     Mutant(
         id="arange-computed-in-int32",
         file=FILE,
-        find="compute = dtype if dtype in INTEGER else compute_dtype(dtype)",
+        find="compute = dtype if dtype in dt.INTEGER else compute_dtype(dtype)",
         replace="compute = dt.int32",
         why="aranges are computed in int32 and converted at the end: float steps are truncated",
         ops=("arange",),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from hlotrace import dtypes as dt
 from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
-from hlotrace.ops.creation import INTEGER, compute_dtype
+from hlotrace.ops.creation import compute_dtype
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import stablehlo
 
@@ -33,9 +33,9 @@ def _full(ctx, *, shape, value, dtype):
 def _arange(ctx, *, start, stop, step, dtype):
     shape = ctx.out_aval.shape
     index = stablehlo.IotaOp(hlo.tensor_type(shape, dt.int32), 0).result
-    compute = dtype if dtype in INTEGER else compute_dtype(dtype)
+    compute = dtype if dtype in dt.INTEGER else compute_dtype(dtype)
     value = hlo.convert(index, Aval(shape, dt.int32), compute)
-    if compute in INTEGER:
+    if compute in dt.INTEGER:
         # Integer arithmetic wraps, so a step beyond the dtype's range taken modulo 2**bits
         # still gives the right values (they all lie in the dtype's range).
         bits = 8 * compute.itemsize

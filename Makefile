@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-softmax test test-thorough mutation lint format bench clean
+.PHONY: install demo demo-softmax demo-cnn demo-transformer test test-thorough mutation lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,18 @@ demo: $(STAMP)
 demo-softmax: $(STAMP)
 	$(BIN)/python examples/softmax_demo.py
 
+# A ConvNet with batch norm on the digits images, and a causal transformer on a copy task.
+demo-cnn: $(STAMP)
+	$(BIN)/python examples/train_cnn.py
+
+demo-transformer: $(STAMP)
+	$(BIN)/python examples/train_transformer.py
+
+# Test workers (pytest-xdist): one per core by default; TEST_JOBS=0 runs in one process.
+TEST_JOBS ?= auto
+
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_JOBS)
 
 test-thorough: $(STAMP)
 	HLOTRACE_HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest tests/test_op_properties.py

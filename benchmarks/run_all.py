@@ -14,10 +14,10 @@ import gc
 import sys
 import time
 
-from benchmarks import bench_compile, bench_overhead, bench_softmax, bench_train
+from benchmarks import bench_compile, bench_models, bench_overhead, bench_softmax, bench_train
 from benchmarks.common import fmt_ratio, fmt_time, main_args, print_table
 
-BENCHMARKS = (bench_overhead, bench_softmax, bench_compile, bench_train)
+BENCHMARKS = (bench_overhead, bench_softmax, bench_compile, bench_train, bench_models)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -91,6 +91,31 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     ">= 3",
                 ]
             )
+        elif r["bench"] == "models":
+            for name, label in (
+                ("cnn", "train step, CNN (digits) AdamW"),
+                ("transformer", "train step, transformer LM"),
+            ):
+                m = r[name]
+                met = "met" if m["ratio"] <= r["target"] else "NOT met"
+                rows.append(
+                    [
+                        label,
+                        fmt_time(m["hlotrace_s"]),
+                        fmt_time(m["jax_s"]),
+                        fmt_ratio(m["ratio"]),
+                        f"<= {r['target']:g}: {met}",
+                    ]
+                )
+                rows.append(
+                    [
+                        f"{label}: eager / compiled",
+                        fmt_time(m["eager_s"]),
+                        fmt_time(m["hlotrace_s"]),
+                        fmt_ratio(m["eager_s"] / m["hlotrace_s"]),
+                        "—",
+                    ]
+                )
         elif r["bench"] == "compile":
             rows.append(
                 [

@@ -13,6 +13,7 @@ from hlotrace import (
     functional,
     nn,
     optim,
+    random,
 )
 from hlotrace.errors import BackendError, HlotraceError, LoweringError, OpError, TraceError
 from hlotrace.jit import partial_trace, xla_trace
@@ -38,6 +39,7 @@ __all__ = [
     "nn",
     "optim",
     "partial_trace",
+    "random",
     "save",
     "tensor",
     "xla_trace",

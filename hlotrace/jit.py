@@ -10,6 +10,8 @@
 Arguments may be nested tuples/lists/dicts of Tensors (NumPy arrays are accepted and
 wrapped) plus hashable Python values; the signature (structure, shapes, dtypes, static
 values) selects the compiled executable, and a new signature records and compiles again.
+State (modules, optimizers, random generators' keys; see hlotrace.state) is read and written
+back in place on every call (hlotrace.compiled).
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from __future__ import annotations
 import functools
 import operator
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
 from hlotrace import state
+from hlotrace.compiled import CompiledEntry, donation, state_outputs
 from hlotrace.errors import TraceError
 from hlotrace.ops.registry import _RECORDER
+from hlotrace.random import refusing_draws
 from hlotrace.source import user_location
 from hlotrace.tensor import Tensor
 from hlotrace.trace import Recorder, Trace
@@ -128,64 +131,6 @@ def _make_rebuild(template):
 # -- compiled entries ---------------------------------------------------------------------
 
 
-@dataclass
-class StateIO:
-    """How a compiled step reads and writes state (all positions index the output list)."""
-
-    grad_inputs: tuple[int, ...] = ()  # state tensors whose .grad is an input (after the state)
-    state_writes: tuple[tuple[int, int], ...] = ()  # (state index, output) updated in place
-    grad_writes: tuple[tuple[int, int | None], ...] = ()  # (state index, output or None: grad unset)
-    arg_writes: tuple[tuple[int, int], ...] = ()  # (argument leaf, output) updated in place
-
-
-@dataclass
-class CompiledEntry:
-    """One input signature's trace, lowered module and executable."""
-
-    trace: Trace
-    lowered: object  # hlotrace.lowering.LoweredModule
-    executable: object  # hlotrace.runtime.Executable
-    rebuild: object
-    num_results: int = -1  # outputs that are the function's results (the rest write state)
-    io: StateIO | None = None
-
-    def __call__(self, leaves, state=()):
-        exe = self.executable
-        buffers = []
-        for index, tensor in enumerate(leaves):
-            buffer = tensor._device
-            if buffer is None:
-                buffer = tensor._device = exe.to_device(index, tensor._host)
-            buffers.append(buffer)
-        io = self.io
-        if io is None:
-            return self.rebuild([_from_device(b) for b in exe.run(buffers)])
-        grads = [state[i].grad for i in io.grad_inputs]
-        for index, tensor in enumerate((*state, *grads), start=len(buffers)):
-            buffer = tensor._device
-            if buffer is None:
-                buffer = tensor._device = exe.to_device(index, tensor._host)
-            buffers.append(buffer)
-        for i, _ in io.state_writes:
-            # A cached host copy may be a view of the device buffer (on CPU), which would keep
-            # PJRT from donating it; it is stale after the call anyway.
-            state[i]._host = None
-        outs = exe.run(buffers)
-        # Write-back: the call succeeded, so every state tensor moves to its new buffer at once.
-        for i, o in io.state_writes:
-            tensor = state[i]
-            tensor._device, tensor._host = outs[o], None
-        for i, o in io.grad_writes:
-            state[i].grad = None if o is None else _from_device(outs[o])
-        for i, o in io.arg_writes:
-            tensor = leaves[i]
-            tensor._device, tensor._host = outs[o], None
-        return self.rebuild([_from_device(b) for b in outs[: self.num_results]])
-
-
-_from_device = Tensor._from_device
-
-
 class TracedFunction:
     """A function compiled per input signature; see :func:`xla_trace`."""
 
@@ -247,7 +192,9 @@ class TracedFunction:
         from hlotrace import lowering, runtime
 
         name = getattr(self.fn, "__name__", "traced")
-        recorder = Recorder(name=name, capture_as_const=self.capture_as_const)
+        # Implicit state the function reads (a random generator's key) becomes a late input,
+        # saved in the snapshot so that a failure puts it back too.
+        recorder = Recorder(name=name, capture_as_const=self.capture_as_const, on_late_input=snapshot.add)
         # Each argument position gets its own proxy Tensor (sharing the value), so that a
         # tensor passed twice records two inputs and later calls with distinct tensors work.
         # State tensors are recorded as themselves: the function reaches them through their
@@ -263,15 +210,16 @@ class TracedFunction:
             outputs: list = []
             template = _output_structure(result, outputs)
             num_results = len(outputs)
-            io = _state_outputs(recorder, proxies, state_tensors, grad_inputs, snapshot, outputs)
+            io = state_outputs(recorder, proxies, state_tensors, grad_inputs, snapshot, outputs)
             recorder.set_outputs(outputs)
         trace = recorder.trace
-        lowered = lowering.lower_trace(trace, name=name, donate=_donation(trace, len(leaves), state_tensors, io))
+        late = tuple(recorder.late_inputs)
+        lowered = lowering.lower_trace(trace, name=name, donate=donation(trace, len(leaves), state_tensors, io))
         text = lowered.text()
         executable = runtime.compile(text, lowered.in_avals, lowered.out_avals, platform=self.platform)
-        stateless = not state_tensors and not io.arg_writes
+        stateless = not state_tensors and not io.arg_writes and not late
         entry = CompiledEntry(
-            trace, lowered, executable, _make_rebuild(template), num_results, None if stateless else io
+            trace, lowered, executable, _make_rebuild(template), num_results, None if stateless else io, late
         )
         self._cache[key] = entry
         if not kwargs and entry.io is None and all(type(a) is Tensor for a in args):
@@ -317,40 +265,6 @@ class TracedFunction:
         return list(self._cache.values())
 
 
-def _state_outputs(recorder, proxies, state_tensors, grad_inputs, snapshot, outputs) -> StateIO:
-    """Append to ``outputs`` every tensor the recorded step updated; say where each goes."""
-    state_writes, grad_writes, arg_writes = [], [], []
-    for i, t in enumerate(state_tensors):
-        if id(t) in recorder.assigned:
-            state_writes.append((i, len(outputs)))
-            outputs.append(t)
-    for i, t in enumerate(state_tensors):
-        before, after = snapshot.grad_before(i), t.grad
-        if after is None:
-            if before is not None:
-                grad_writes.append((i, None))
-        elif after is not before or id(after) in recorder.assigned:
-            grad_writes.append((i, len(outputs)))
-            outputs.append(after)
-    for j, proxy in enumerate(proxies):
-        if id(proxy) in recorder.assigned:
-            arg_writes.append((j, len(outputs)))
-            outputs.append(proxy)
-    return StateIO(grad_inputs, tuple(state_writes), tuple(grad_writes), tuple(arg_writes))
-
-
-def _donation(trace: Trace, num_leaves: int, state_tensors, io: StateIO) -> dict[int, int]:
-    """Input position -> output position for every state buffer the step replaces."""
-    donate = {num_leaves + i: o for i, o in io.state_writes}
-    grad_position = {i: num_leaves + len(state_tensors) + k for k, i in enumerate(io.grad_inputs)}
-    for i, o in io.grad_writes:
-        if o is not None and i in grad_position:
-            position = grad_position[i]
-            if trace.aval(trace.inputs[position]) == trace.aval(trace.outputs[o]):
-                donate[position] = o
-    return donate
-
-
 def _substitute_in_order(obj, proxies):
     """Replace the Tensor leaves of ``obj`` by the next proxies, in _flatten's order."""
     if isinstance(obj, Tensor):
@@ -390,6 +304,15 @@ def xla_trace(fn=None, *, capture_as_const: bool = False, platform: str | None =
     return TracedFunction(fn, capture_as_const=capture_as_const, platform=platform)
 
 
+# partial_trace's backward recomputes the forward, which would draw other random numbers
+# (another dropout mask) than the forward did: refused rather than silently wrong.
+_RECOMPUTED_DRAWS = (
+    "in a partial_trace function under autodiff: its compiled backward recomputes the forward, "
+    "which would draw different numbers (another dropout mask). Draw outside it and pass the "
+    "result in, or compile the whole step with xla_trace"
+)
+
+
 class PartialTracedFunction:
     """A function compiled forward and backward, joined into eager autodiff; see :func:`partial_trace`."""
 
@@ -411,7 +334,8 @@ class PartialTracedFunction:
         tapes = TAPES[:]
         TAPES.clear()  # the forward's own ops are not taped: the function is one node
         try:
-            result = self.forward(*args, **kwargs)
+            with refusing_draws(_RECOMPUTED_DRAWS):
+                result = self.forward(*args, **kwargs)
         finally:
             TAPES[:] = tapes
         outputs: list = []
@@ -436,7 +360,7 @@ class PartialTracedFunction:
 
         inputs = _differentiable_inputs(args, kwargs)
         tape = Tape()
-        with tape:
+        with tape, refusing_draws(_RECOMPUTED_DRAWS):
             keys = [tape.watch(t) for t in inputs]
             result = self.fn(*args, **kwargs)
         outputs: list = []
@@ -474,7 +398,9 @@ def partial_trace(fn=None, *, platform: str | None = None):
     one node of the tape: its backward executable takes the same inputs plus the output
     cotangents and recomputes the forward (nothing but the inputs is kept between the two).
     A new input signature records and compiles both again. Gradients of gradients do not
-    flow through it (the backward is a compiled call, not recorded ops).
+    flow through it (the backward is a compiled call, not recorded ops). Under autodiff the
+    function may not draw random numbers (TraceError): the backward's recomputation would
+    draw others than the forward did.
     """
     if fn is None:
         return functools.partial(partial_trace, platform=platform)

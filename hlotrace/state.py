@@ -11,11 +11,31 @@ An object passed to an ``xla_trace`` function is a *state holder* when its class
 Each such tensor is an executable input (and its ``.grad`` too, when set); each one the
 step updates in place (``Tensor._assign``: ``p -= lr * g``) is an output whose buffer is
 written back into the same Tensor object after the call, its old buffer donated.
+
+*Implicit state* is a tensor a step reaches without any argument leading to it: the key of
+the default random generator (see :mod:`hlotrace.random`). Such tensors are registered here
+(:func:`register_implicit`); a recording binds one as a late input the first time the
+function reads it (:meth:`hlotrace.trace.Recorder.var_of`), and the compiled step then
+reads and writes it like a holder's state, on every call.
 """
 
 from __future__ import annotations
 
+import weakref
+
 from hlotrace.tensor import Tensor
+
+# id -> tensor for every registered implicit state tensor (kept only while alive).
+_IMPLICIT: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def register_implicit(tensor: Tensor) -> None:
+    """Make ``tensor`` implicit state: read by a recording, it becomes a late input."""
+    _IMPLICIT[id(tensor)] = tensor
+
+
+def is_implicit(tensor) -> bool:
+    return _IMPLICIT.get(id(tensor)) is tensor
 
 
 def is_holder(obj) -> bool:
@@ -45,6 +65,10 @@ class Snapshot:
 
     def __init__(self, tensors):
         self._saved = [(t, t._host, t._device, t.grad) for t in tensors]
+
+    def add(self, tensor) -> None:
+        """Save ``tensor`` too (an implicit state tensor found during the recording)."""
+        self._saved.append((tensor, tensor._host, tensor._device, tensor.grad))
 
     def grad_before(self, index: int):
         return self._saved[index][3]

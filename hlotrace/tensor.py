@@ -216,7 +216,17 @@ class Tensor:
         return self._assign(F.divide(self, other))
 
     def __getitem__(self, index) -> Tensor:
-        return F.getitem(self, index)
+        """Basic indexing (ints, slices, None, Ellipsis), ``x[int_tensor]`` (take along that
+        axis; recordable) and ``x[bool_mask]`` (eager and under autodiff only: its shape
+        depends on the mask's values). See :mod:`hlotrace.ops.gather_set`."""
+        from hlotrace.ops.gather_set import tensor_getitem
+
+        return tensor_getitem(self, index)
+
+    def __setitem__(self, index, value) -> None:
+        """``x[index] = value`` in place: ``x`` takes the value of ``F.setitem(x, value, index)``
+        (recorded as an in-place update while recording, taped under autodiff)."""
+        self._assign(F.setitem(self, value, index))
 
     # -- Python operators ---------------------------------------------------------------
     def __add__(self, other):

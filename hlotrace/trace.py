@@ -32,6 +32,7 @@ from hlotrace import dtypes as dt
 from hlotrace.errors import TraceError
 from hlotrace.ops.registry import _RECORDER, Aval, OpDef
 from hlotrace.source import SourceLocation
+from hlotrace.state import is_implicit
 
 SCHEMA = "hlotrace.trace"
 SCHEMA_VERSION = 1
@@ -220,11 +221,18 @@ class Recorder:
 
     Tensors are identified by object identity; the recorder keeps every tensor it has seen
     alive until it is closed so that ids are never reused during a recording.
+
+    Implicit state (:func:`hlotrace.state.register_implicit`: a random generator's key) that
+    the function reads without having it as an input is bound as a *late input*: appended to
+    ``trace.inputs`` and to ``late_inputs`` when first used (never captured as a constant),
+    after ``on_late_input(tensor)`` is told (xla_trace saves its value there).
     """
 
-    def __init__(self, name: str = "main", capture_as_const: bool = False):
+    def __init__(self, name: str = "main", capture_as_const: bool = False, on_late_input=None):
         self.trace = Trace(name=name)
         self.capture_as_const = capture_as_const
+        self.on_late_input = on_late_input
+        self.late_inputs: list = []  # implicit state tensors bound as inputs, in order
         self._var_of: dict[int, int] = {}
         self._alive: list = []
         self._token = None
@@ -259,6 +267,13 @@ class Recorder:
         """Var id of ``tensor``; a tensor from outside the recording is captured or refused."""
         var_id = self._var_of.get(id(tensor))
         if var_id is not None:
+            return var_id
+        if is_implicit(tensor):
+            if self.on_late_input is not None:
+                self.on_late_input(tensor)
+            self.late_inputs.append(tensor)
+            var_id = self.add_input(tensor)
+            self.trace.inputs.append(var_id)
             return var_id
         if self.capture_as_const:
             var_id = self.add_constant(tensor)

@@ -73,18 +73,20 @@ def test_python_index_forms(index):
     check_op(OPS["getitem"], OpSample((a,), {"index": index}))
 
 
-@pytest.mark.parametrize("index", [[0, 1], np.array([0]), True, (0, [1])])
-def test_advanced_indexing_is_refused(index):
-    # Guards against silently treating a bool (a mask to NumPy) or a list as basic indexing.
+@pytest.mark.parametrize("index", [True, (0, [1])])
+def test_unsupported_advanced_indexing_is_refused(index):
+    # Guards against silently treating a bool (a mask to NumPy) or a mixed int/list index as
+    # basic indexing.
     with pytest.raises(OpError, match="only basic indexing is supported"):
         ht.tensor(np.zeros((2, 3), np.float32))[index]
 
 
-def test_tensor_index_is_refused():
-    # Guards the same refusal for a tensor index, which NumPy would treat as advanced.
-    x = ht.tensor(np.zeros((2, 3), np.float32))
-    with pytest.raises(OpError, match="only basic indexing is supported"):
-        x[ht.tensor(1)]
+@pytest.mark.parametrize("index", [[0, 1], np.array([0]), np.array(1), [[1, 0], [0, 0]]])
+def test_integer_array_index_is_a_take(index):
+    # Lists, integer arrays and integer tensors index axis 0 as NumPy does (a take, recordable).
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(ht.tensor(a)[index].numpy(), a[index])
+    np.testing.assert_array_equal(ht.tensor(a)[ht.tensor(np.asarray(index))].numpy(), a[np.asarray(index)])
 
 
 def test_zero_size_reshape_with_unknown_dim():

@@ -7,8 +7,30 @@
 ['0.weight', '0.bias', '2.weight', '2.bias']
 """
 
-from hlotrace.nn import init
+from hlotrace.nn import activation, attention, conv, dropout, init, normalization, pooling, sparse
+from hlotrace.nn.activation import *  # noqa: F403
+from hlotrace.nn.attention import *  # noqa: F403
+from hlotrace.nn.conv import *  # noqa: F403
+from hlotrace.nn.dropout import *  # noqa: F403
 from hlotrace.nn.layers import Identity, Linear, ReLU, Sequential
 from hlotrace.nn.module import IncompatibleKeys, Module
+from hlotrace.nn.normalization import *  # noqa: F403
+from hlotrace.nn.pooling import *  # noqa: F403
+from hlotrace.nn.sparse import *  # noqa: F403
 
-__all__ = ["Identity", "IncompatibleKeys", "Linear", "Module", "ReLU", "Sequential", "init"]
+__all__ = [
+    "Identity",
+    "IncompatibleKeys",
+    "Linear",
+    "Module",
+    "ReLU",
+    "Sequential",
+    "init",
+    *activation.__all__,
+    *attention.__all__,
+    *conv.__all__,
+    *dropout.__all__,
+    *normalization.__all__,
+    *pooling.__all__,
+    *sparse.__all__,
+]

@@ -1,6 +1,25 @@
 """Op definitions, one module per family; importing this package registers them all."""
 
-from hlotrace.ops import creation, elementwise, indexing, linalg, nn, reduction, shape  # noqa: F401
+from hlotrace.ops import (  # noqa: F401
+    activation,
+    bitwise,
+    conv,
+    creation,
+    elementwise,
+    gather,
+    indexing,
+    layout,
+    linalg,
+    math,
+    nn,
+    normalization,
+    pooling,
+    random,
+    reduction,
+    scan,
+    shape,
+    sorting,
+)
 from hlotrace.ops.registry import OPS, Aval, OpDef, apply, get_op, register_op
 
 __all__ = ["OPS", "Aval", "OpDef", "apply", "get_op", "register_op"]

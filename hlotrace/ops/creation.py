@@ -1,4 +1,4 @@
-"""Creation ops: zeros, ones, full, arange. They take no tensor inputs, only attributes.
+"""Creation ops: zeros, ones, full, arange, eye, linspace. They take no tensor inputs, only attributes.
 
 - ``zeros(shape, dtype)``, ``ones(shape, dtype)``: ``dtype`` defaults to float32.
 - ``full(shape, value, dtype)``: ``dtype`` defaults to the dtype of ``value`` as a Python
@@ -14,6 +14,17 @@
   accumulates its own rounding differently; XLA may or may not fuse the multiply-add, so
   results can differ in the last bit where the two terms nearly cancel). Integer results
   must all lie in the dtype's range; an integer arange needs int arguments; bool is refused.
+- ``eye(n, m=None, k=0, dtype="float32")``: ones where ``column - row == k``. **Difference:**
+  float32 by default (NumPy: float64). ``k`` is stored clipped to ``[-n, m]``.
+- ``linspace(start, stop, num=50, endpoint=True, dtype=None)``: NumPy's formula in float64
+  (``i * (delta / div) + start``, the last value ``stop`` when ``endpoint``; NumPy's
+  special cases for ``num <= 1`` and a zero step), then floored for integer dtypes (NumPy)
+  and rounded once to ``dtype``: the float64 values are NumPy's bit for bit (the rule
+  splits ``step`` in two parts whose products with ``i`` are exact, so XLA fusing
+  multiply and add cannot change a rounding). **Differences:** the default dtype is float32
+  (NumPy: float64, from Python floats); start, stop and ``stop - start`` must be finite;
+  ``num`` at most 2**26; a non-zero step below 2**-960 is refused; integer results must
+  lie in the dtype (and within 2**53).
 
 Shapes are stored as tuples of non-negative ints and ``dtype`` explicitly, so a recorded
 trace names every attribute. None of these ops is differentiable.
@@ -23,14 +34,17 @@ from __future__ import annotations
 
 import math
 import operator
+from fractions import Fraction
 
 import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import ShapeDtypeError
-from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, register_op
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, apply, get_op, register_op
 
 FAMILY = "creation"
+
+__all__ = ["eye", "linspace"]  # re-exported by hlotrace/ops/layout.py (F.eye, F.linspace)
 
 INT32_MAX = 2**31 - 1
 
@@ -300,3 +314,188 @@ register_op(
         doc="NumPy arange(start, stop, step); int32 when all arguments are ints, else float32",
     )
 )
+
+
+# -- eye ------------------------------------------------------------------------------------
+
+
+def _eye_canonicalize(avals, attrs):
+    _no_inputs(avals)
+    _check_attrs("eye", attrs, ("n", "m", "k", "dtype"), ("n",))
+    (n,) = canonical_shape((attrs["n"],))
+    m = n if attrs.get("m") is None else canonical_shape((attrs["m"],))[0]
+    (k,) = _int_attr(attrs.get("k", 0), "k")
+    dtype = attrs.get("dtype")
+    # k beyond the matrix gives the same all-zero result as k just past its corner.
+    return {"n": n, "m": m, "k": min(max(k, -n), m), "dtype": dt.float32 if dtype is None else dt.canonicalize(dtype)}
+
+
+def _int_attr(value, what) -> tuple[int]:
+    if isinstance(value, bool | np.bool_):
+        raise ShapeDtypeError(f"{what} must be an int, got {value!r}")
+    try:
+        return (operator.index(value),)
+    except TypeError:
+        raise ShapeDtypeError(f"{what} must be an int, got {value!r}") from None
+
+
+def _eye_reference(*, n, m, k, dtype):
+    return (np.arange(m)[None, :] - np.arange(n)[:, None] == k).astype(dtype)
+
+
+def _eye_sample(s):
+    @s.st.composite
+    def sample(draw):
+        dtype, rng = draw(s.dtypes(s.ALL)), s.generator(draw)
+        n = int(rng.integers(0, 7))
+        attrs = {"n": n, "dtype": dtype}
+        if rng.random() < 0.7:
+            attrs["m"] = int(rng.integers(0, 7))
+        m = attrs.get("m", n)
+        if rng.random() < 0.8:
+            attrs["k"] = int(rng.integers(-n - 1, m + 2)) if rng.random() < 0.85 else int(rng.choice([-(2**40), 2**40]))
+        if dtype == dt.float32 and rng.random() < 0.2:
+            del attrs["dtype"]
+        return s.OpSample((), attrs)
+
+    return sample()
+
+
+register_op(
+    OpDef(
+        name="eye",
+        family=FAMILY,
+        reference=_eye_reference,
+        infer=lambda *avals, n, m, k, dtype: Aval((n, m), dtype),
+        canonicalize=_eye_canonicalize,
+        sample=_eye_sample,
+        vjp=NOT_DIFFERENTIABLE,
+        doc="n x m matrix with ones where column - row == k (default float32)",
+    )
+)
+
+
+# -- linspace -------------------------------------------------------------------------------
+
+LINSPACE_MAX = 2**26  # the rule's exact split of i * step needs i < 2**26
+LINSPACE_MIN_STEP = 2.0**-960  # its parts stay normal numbers (XLA flushes subnormals)
+
+
+def linspace_step_parts(step: float) -> tuple[float, float]:
+    """``step`` as ``hi + lo``, hi with 27 significant bits and lo with 26: ``i * hi`` and
+    ``i * lo`` are exact in float64 for ``0 <= i < 2**26``."""
+    mantissa, exponent = math.frexp(step)
+    hi = math.ldexp(math.trunc(math.ldexp(mantissa, 27)), exponent - 27)
+    return hi, step - hi
+
+
+def linspace_float64(start, stop, num, endpoint) -> np.ndarray:
+    """NumPy's float64 linspace (``i * step + start``, the last value ``stop``)."""
+    return np.linspace(start, stop, num, endpoint=endpoint, dtype=np.float64)
+
+
+def _linspace_canonicalize(avals, attrs):
+    _no_inputs(avals)
+    _check_attrs("linspace", attrs, ("start", "stop", "num", "endpoint", "dtype"), ("start", "stop", "num"))
+    if bool in (_scalar_kind(attrs["start"], "start"), _scalar_kind(attrs["stop"], "stop")):
+        raise ShapeDtypeError("start and stop must be numbers, not bools")
+    start, stop = float(attrs["start"]), float(attrs["stop"])
+    if not (np.isfinite(start) and np.isfinite(stop) and np.isfinite(stop - start)):
+        raise ShapeDtypeError(f"needs finite start, stop and stop - start, got {start!r}, {stop!r}")
+    (num,) = _int_attr(attrs["num"], "num")
+    if not 0 <= num <= LINSPACE_MAX:
+        raise ShapeDtypeError(f"num must lie in [0, 2**26], got {num}")
+    endpoint = attrs.get("endpoint", True)
+    if not isinstance(endpoint, bool | np.bool_):
+        raise ShapeDtypeError(f"endpoint must be a bool, got {endpoint!r}")
+    div = num - 1 if endpoint else num
+    if start != stop and div > 0 and abs((stop - start) / div) < LINSPACE_MIN_STEP:
+        raise ShapeDtypeError(f"the step from {start!r} to {stop!r} in {div} steps is too small (below 2**-960)")
+    dtype = attrs.get("dtype")
+    dtype = dt.float32 if dtype is None else dt.canonicalize(dtype)
+    if dtype in dt.INTEGER:
+        info = np.iinfo(dtype)
+        low, high = math.floor(min(start, stop)), math.floor(max(start, stop))
+        if not info.min <= low <= high <= min(info.max, 2**53):
+            raise ShapeDtypeError(f"values from {start!r} to {stop!r} do not fit in {dtype}")
+    return {"start": start, "stop": stop, "num": num, "endpoint": bool(endpoint), "dtype": dtype}
+
+
+def _linspace_reference(*, start, stop, num, endpoint, dtype):
+    y = linspace_float64(start, stop, num, endpoint)
+    return (np.floor(y) if dtype in dt.INTEGER else y).astype(dtype)
+
+
+def _linspace_sample(s):
+    @s.st.composite
+    def sample(draw):
+        dtype, rng = draw(s.dtypes(s.ALL)), s.generator(draw)
+        num = int(rng.choice([0, 1, 2, 3, 5, 17, 50])) if rng.random() < 0.4 else int(rng.integers(0, 41))
+        pick = rng.random()
+        if pick < 0.15:
+            # A long ramp (XLA:CPU fuses multiply and add in long loops) through 0 and other
+            # integers, with step r / q rounded to the side where a fused multiply-add lands
+            # just short of them: NumPy's two roundings give them exactly, one rounding does not.
+            q, r, t = int(rng.choice([3, 7, 9, 11, 13])), int(rng.choice([1, 2, 4, 5])), int(rng.integers(5, 31))
+            m = int(rng.integers(max(2 * t, 1000 // q), 3000 // q))
+            sign = 1 if Fraction(r / q) < Fraction(r, q) else -1
+            start, num = -sign * r * t, m * q + 1
+            stop = start + sign * m * r
+        elif pick < 0.3:
+            # An endpoint that i * step + start misses: stop -0.0 (where start + (num - 1) *
+            # step gives +0.0 or a tiny value), or for integers and bools a stop just above
+            # the computed value (it floors lower) or 0 where the computed value is not.
+            stop = -0.0 if dtype in dt.FLOATING else 0.0 if dtype == dt.bool_ else float(rng.integers(-3, 4))
+            for _ in range(50):
+                start, num = float(rng.uniform(-10, 10)), int(rng.integers(2, 41))
+                last = (num - 1) * ((stop - start) / (num - 1)) + start
+                if dtype in dt.FLOATING or (last != 0 if dtype == dt.bool_ else math.floor(last) != stop):
+                    break
+        elif pick < 0.55 or (dtype in dt.INTEGER and rng.random() < 0.5):
+            # Integer ends (for integer dtypes, NumPy floors values just below an integer).
+            start, stop = (int(v) for v in rng.integers(-30, 31, 2))
+        elif pick < 0.65:
+            start = stop = float(rng.choice([0.0, -0.0, 1.5]))  # a zero step
+            stop = float(rng.choice([stop, 0.0, -0.0]))
+        else:  # values whose floor needs care, cancelling ends, larger magnitudes
+            scale = 10.0 ** int(rng.integers(0, 4 if dtype != dt.float16 else 3))
+            start, stop = (float(v) for v in rng.uniform(-scale, scale, 2))
+            if rng.random() < 0.3:
+                stop = -start
+        if pick >= 0.3 and rng.random() < 0.1:
+            start = float(rng.choice([0.0, -0.0]))  # 0 * (negative step) + 0.0 is +0.0
+        attrs = {"start": start, "stop": stop, "num": num, "dtype": dtype}
+        if rng.random() < 0.5:
+            attrs["endpoint"] = pick < 0.3 or bool(rng.random() < 0.4)
+        if dtype == dt.float32 and rng.random() < 0.2:
+            del attrs["dtype"]
+        return s.OpSample((), attrs)
+
+    return sample()
+
+
+register_op(
+    OpDef(
+        name="linspace",
+        family=FAMILY,
+        reference=_linspace_reference,
+        infer=lambda *avals, start, stop, num, endpoint, dtype: Aval((num,), dtype),
+        canonicalize=_linspace_canonicalize,
+        sample=_linspace_sample,
+        vjp=NOT_DIFFERENTIABLE,
+        doc="NumPy linspace(start, stop, num, endpoint) computed in float64, then dtype (default float32)",
+    )
+)
+
+
+def eye(n, m=None, k=0, dtype="float32"):
+    """An ``n x m`` matrix (``m`` defaults to ``n``) with ones where ``column - row == k``
+    and zeros elsewhere; float32 unless ``dtype`` is given (NumPy's default is float64)."""
+    return apply(get_op("eye"), n=n, m=m, k=k, dtype=dtype)
+
+
+def linspace(start, stop, num=50, endpoint=True, dtype=None):
+    """NumPy's ``linspace``: ``num`` evenly spaced values from ``start`` to ``stop``
+    (included unless ``endpoint=False``), computed in float64 as NumPy does and rounded once
+    to ``dtype`` (default float32; integer dtypes floor, as NumPy)."""
+    return apply(get_op("linspace"), start=start, stop=stop, num=num, endpoint=endpoint, dtype=dtype)

@@ -204,3 +204,6 @@ for _name, (_reference, _doc) in _REFERENCES.items():
             doc=_doc,
         )
     )
+
+
+from hlotrace.ops import statistics  # noqa: E402, F401  (registers any, all, prod, var, logsumexp)

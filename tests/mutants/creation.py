@@ -54,3 +54,46 @@ MUTANTS = [
         ops=("arange",),
     ),
 ]
+
+MUTANTS += [
+    Mutant(
+        id="eye-row-minus-column",
+        file=FILE,
+        find="    diagonal = stablehlo.SubtractOp(cols, rows).result\n    hot = ",
+        replace="    diagonal = stablehlo.SubtractOp(rows, cols).result\n    hot = ",
+        why="eye measures the diagonal as row - column: k above the diagonal lands below it",
+        ops=("eye",),
+    ),
+    Mutant(
+        id="linspace-one-product",
+        file=FILE,
+        find="        hi, lo = linspace_step_parts((stop - start) / div)\n",
+        replace="        hi, lo = (stop - start) / div, 0.0\n",
+        why="i * step is one product, which XLA fuses with + start: one rounding instead of NumPy's two",
+        ops=("linspace",),
+    ),
+    Mutant(
+        id="linspace-no-endpoint",
+        file=FILE,
+        find="        if endpoint:\n            last = ",
+        replace="        if False:\n            last = ",
+        why="the last value is start + (num - 1) * step, not stop itself (NumPy sets it to stop)",
+        ops=("linspace",),
+    ),
+    Mutant(
+        id="linspace-truncates",
+        file=FILE,
+        find="        value = stablehlo.FloorOp(value).result\n",
+        replace="        pass\n",
+        why="integer linspace converts (truncating toward zero) instead of flooring first",
+        ops=("linspace",),
+    ),
+    Mutant(
+        id="linspace-plus-zero-dropped",
+        file=FILE,
+        find="        if hlo.is_zero_constant(offset):\n            value = hlo.plus_zero(value, wide)",
+        replace="        if False:\n            value = hlo.plus_zero(value, wide)",
+        why="start 0.0 is added as x + 0.0, which XLA folds away: 0 * (negative step) stays -0.0",
+        ops=("linspace",),
+    ),
+]

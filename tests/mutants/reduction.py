@@ -3,6 +3,8 @@
 from hlotrace.testing.mutation import Mutant
 
 FILE = "hlotrace/lowering/rules/reduction.py"
+STATISTICS = "hlotrace/lowering/rules/statistics.py"
+STATISTICS_OPS = "hlotrace/ops/statistics.py"
 
 MUTANTS = [
     Mutant(
@@ -144,5 +146,117 @@ MUTANTS = [
         replace='return np.inf if op_name == "max" else -np.inf',
         why="float max starts from +inf and min from -inf (identities swapped)",
         ops=("max", "min"),
+    ),
+    # -- any, all, prod, var, logsumexp (hlotrace/ops/statistics.py and its rules) --
+    Mutant(
+        id="any-starts-true",
+        file=STATISTICS,
+        find='combiner, init = (stablehlo.OrOp, False) if name == "any" else (stablehlo.AndOp, True)',
+        replace='combiner, init = (stablehlo.OrOp, True) if name == "any" else (stablehlo.AndOp, True)',
+        why="any's OR-reduction starts from True: every slice (even of zeros, or empty) is true",
+        ops=("any",),
+    ),
+    Mutant(
+        id="all-as-or",
+        file=STATISTICS,
+        find='combiner, init = (stablehlo.OrOp, False) if name == "any" else (stablehlo.AndOp, True)',
+        replace='combiner, init = (stablehlo.OrOp, False) if name == "any" else (stablehlo.OrOp, True)',
+        why="all combines with OR (copied from any)",
+        ops=("all",),
+    ),
+    Mutant(
+        id="any-abs-greater-than-zero",
+        file=STATISTICS,
+        find="truth = hlo.convert(x, aval, dt.bool_)  # x != 0: NaN is true, -0.0 false",
+        replace='truth = hlo.compare(stablehlo.AbsOp(x).result, hlo.constant(0, aval.dtype, aval.shape), "GT", aval.dtype)',
+        why="truth as |x| > 0: NaN counts as false (and |INT_MIN| wraps to a negative value)",
+        ops=("any", "all"),
+    ),
+    Mutant(
+        id="prod-starts-at-zero",
+        file=STATISTICS,
+        find="value = reduce(hlo.convert(x, aval, acc), Aval(aval.shape, acc), axis, 1, stablehlo.MulOp)",
+        replace="value = reduce(hlo.convert(x, aval, acc), Aval(aval.shape, acc), axis, 0, stablehlo.MulOp)",
+        why="prod's reduction starts from 0 (copied from sum): every product is 0",
+        ops=("prod",),
+    ),
+    Mutant(
+        id="prod-half-in-own-dtype",
+        file=STATISTICS,
+        find='acc = compute_dtype("prod", aval.dtype)',
+        replace='acc = aval.dtype if aval.dtype in dt.FLOATING else compute_dtype("prod", aval.dtype)',
+        why="float16/bfloat16 products are rounded at every step instead of once from float32",
+        ops=("prod",),
+    ),
+    Mutant(
+        id="prod-int32-in-float32",
+        file=STATISTICS,
+        find='acc = compute_dtype("prod", aval.dtype)',
+        replace='acc = dt.float32 if aval.dtype == dt.int32 else compute_dtype("prod", aval.dtype)',
+        why="int32 products go through float32: they round and saturate instead of wrapping",
+        ops=("prod",),
+    ),
+    Mutant(
+        id="var-one-pass",
+        file=STATISTICS,
+        find=(
+            "    deviation = stablehlo.SubtractOp(value, hlo.broadcast_in_dim(mean, aval.shape, kept)).result\n"
+            "    squares = reduce(stablehlo.MulOp(deviation, deviation).result, wide, axis, 0, stablehlo.AddOp)\n"
+        ),
+        replace=(
+            "    squares = reduce(stablehlo.MulOp(value, value).result, wide, axis, 0, stablehlo.AddOp)\n"
+            "    squares = stablehlo.SubtractOp(squares, stablehlo.MulOp(total, mean).result).result\n"
+        ),
+        why="var as sum(x**2) - n * mean**2 in one pass: cancels catastrophically far from 0",
+        ops=("var",),
+    ),
+    Mutant(
+        id="var-ignores-ddof",
+        file=STATISTICS,
+        find="hlo.constant(max(count - ddof, 0), acc, shape)",
+        replace="hlo.constant(count, acc, shape)",
+        why="var always divides by n (ddof dropped)",
+        ops=("var",),
+    ),
+    Mutant(
+        id="logsumexp-unguarded-shift",
+        file=STATISTICS,
+        find="    peak = hlo.select(stablehlo.IsFiniteOp(peak).result, peak, hlo.constant(0, acc, shape))\n",
+        replace="",
+        why="logsumexp shifts by an infinite max: -inf - -inf and inf - inf give NaN (all -inf: -inf; +inf: inf)",
+        ops=("logsumexp",),
+    ),
+    Mutant(
+        id="logsumexp-max-starts-at-zero",
+        file=STATISTICS,
+        find="peak = reduce(value, wide, axis, -np.inf, stablehlo.MaxOp)",
+        replace="peak = reduce(value, wide, axis, 0, stablehlo.MaxOp)",
+        why="the max shift starts from 0: slices of large negative values underflow to log(0) = -inf",
+        ops=("logsumexp",),
+    ),
+    # VJPs (killed by tests/test_gradients.py)
+    Mutant(
+        id="prod-vjp-naive-division",
+        file=STATISTICS_OPS,
+        find="    g = F.multiply(F.multiply(before, after), F.reshape(ct, (*lead, 1)))\n",
+        replace="    g = F.multiply(F.divide(F.reshape(out, (*lead, 1)), flat), F.reshape(ct, (*lead, 1)))\n",
+        why="prod's gradient as out / x: NaN at a zero (the product of the others is lost)",
+        ops=("prod",),
+    ),
+    Mutant(
+        id="var-vjp-missing-two",
+        file=STATISTICS_OPS,
+        find="half_denominator = max(count - ddof, 0) / 2",
+        replace="half_denominator = max(count - ddof, 0)",
+        why="d var / dx = 2 (x - mean) / (n - ddof) loses its factor 2",
+        ops=("var",),
+    ),
+    Mutant(
+        id="logsumexp-vjp-unnormalized",
+        file=STATISTICS_OPS,
+        find="F.exp(F.subtract(x, _spread(out, x, axis, keepdims)))",
+        replace="F.exp(x)",
+        why="logsumexp's gradient as exp(x) instead of the softmax exp(x - logsumexp(x))",
+        ops=("logsumexp",),
     ),
 ]

@@ -1,3 +1,22 @@
 """Lowering rules, one module per op family (mirrors hlotrace/ops/)."""
 
-from hlotrace.lowering.rules import creation, elementwise, indexing, linalg, nn, reduction, shape  # noqa: F401
+from hlotrace.lowering.rules import (  # noqa: F401
+    activation,
+    bitwise,
+    conv,
+    creation,
+    elementwise,
+    gather,
+    indexing,
+    layout,
+    linalg,
+    math,
+    nn,
+    normalization,
+    pooling,
+    random,
+    reduction,
+    scan,
+    shape,
+    sorting,
+)

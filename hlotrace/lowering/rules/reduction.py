@@ -93,3 +93,6 @@ def _reduction(op_name: str):
 
 for _name in _COMBINERS:
     rule(_name)(_reduction(_name))
+
+
+from hlotrace.lowering.rules import statistics  # noqa: E402, F401  (rules of ops/statistics.py)

@@ -1,0 +1,130 @@
+"""Normalization modules: ``BatchNorm2d``, ``LayerNorm``, ``GroupNorm``.
+
+>>> from hlotrace import nn
+>>> bn = nn.BatchNorm2d(3)
+>>> [name for name, _ in bn.named_buffers()]
+['running_mean', 'running_var']
+
+``BatchNorm2d``'s ``momentum`` follows MegEngine: ``running = momentum * running + (1 -
+momentum) * batch_stat`` (default 0.9; PyTorch's default 0.1 is the same update, see
+:func:`hlotrace.functional.batch_norm`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlotrace import functional as F
+from hlotrace.errors import HlotraceError
+from hlotrace.nn.module import Module
+from hlotrace.tensor import Parameter, tensor
+
+__all__ = ["BatchNorm2d", "GroupNorm", "LayerNorm"]
+
+
+def _positive_int(name: str, value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
+        raise HlotraceError(f"{name}: {what} must be a positive int, got {value!r}")
+    return int(value)
+
+
+class BatchNorm2d(Module):
+    """Batch normalization over ``(N, C, H, W)`` inputs, per channel.
+
+    In training mode (``module.train()``, the default) it normalizes with the batch
+    statistics and updates the buffers ``running_mean`` (zeros) and ``running_var`` (ones)
+    in place; in eval mode it normalizes with them. ``affine`` adds the parameters
+    ``weight`` (ones) and ``bias`` (zeros); without ``track_running_stats`` there are no
+    buffers and batch statistics are used in both modes.
+    """
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, track_running_stats=True):
+        super().__init__()
+        self.num_features = _positive_int("BatchNorm2d", num_features, "num_features")
+        self.eps = float(eps)
+        self.momentum = float(momentum)
+        self.affine = bool(affine)
+        self.track_running_stats = bool(track_running_stats)
+        shape = (self.num_features,)
+        if self.affine:
+            self.weight = Parameter(np.ones(shape, np.float32))
+            self.bias = Parameter(np.zeros(shape, np.float32))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if self.track_running_stats:
+            self.register_buffer("running_mean", tensor(np.zeros(shape, np.float32)))
+            self.register_buffer("running_var", tensor(np.ones(shape, np.float32)))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+
+    def forward(self, x):
+        if x.ndim != 4:
+            raise HlotraceError(f"BatchNorm2d expects an (N, C, H, W) input, got shape {x.shape}")
+        return F.batch_norm(
+            x,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            training=self.training or not self.track_running_stats,
+            momentum=self.momentum,
+            eps=self.eps,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
+
+
+class LayerNorm(Module):
+    """Layer normalization over the trailing dims ``normalized_shape`` (an int or a tuple),
+    with ``weight`` (ones) and ``bias`` (zeros) of that shape if ``elementwise_affine``."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int | np.integer) else tuple(normalized_shape)
+        self.normalized_shape = tuple(int(d) for d in shape)
+        self.eps = float(eps)
+        self.elementwise_affine = bool(elementwise_affine)
+        if self.elementwise_affine:
+            self.weight = Parameter(np.ones(self.normalized_shape, np.float32))
+            self.bias = Parameter(np.zeros(self.normalized_shape, np.float32))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class GroupNorm(Module):
+    """Group normalization of ``(N, C, *)`` inputs: ``num_channels`` split into
+    ``num_groups`` groups, with per-channel ``weight`` (ones) and ``bias`` (zeros) if ``affine``."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):
+        super().__init__()
+        self.num_groups = _positive_int("GroupNorm", num_groups, "num_groups")
+        self.num_channels = _positive_int("GroupNorm", num_channels, "num_channels")
+        if self.num_channels % self.num_groups:
+            raise HlotraceError(f"GroupNorm: num_groups={self.num_groups} must divide num_channels={self.num_channels}")
+        self.eps = float(eps)
+        self.affine = bool(affine)
+        if self.affine:
+            self.weight = Parameter(np.ones((self.num_channels,), np.float32))
+            self.bias = Parameter(np.zeros((self.num_channels,), np.float32))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"

@@ -1,0 +1,3 @@
+"""MaxPool2d, AvgPool2d."""
+
+__all__: list[str] = []

@@ -1,0 +1,400 @@
+"""Integer-tensor indexing, writing side: masked_fill, setitem, index_copy (primitives), and
+the dispatch behind ``Tensor.__getitem__`` / ``Tensor.__setitem__`` (imported by
+:mod:`hlotrace.ops.gather`, whose module docstring states the shared index semantics).
+
+Semantics (each op's reference below is the definition the lowering rules must match):
+
+- ``masked_fill(x, mask, value)``: ``value`` where ``mask`` is true, else ``x`` (a NaN of
+  ``x`` included); ``mask`` is bool and broadcasts to ``x``'s shape (not beyond it).
+  ``value`` is a Python scalar stored in ``x``'s dtype: rounded for floats (1e10 in float16
+  is inf; NaN and ±inf admitted), an int in range for integer tensors (a float value is
+  refused rather than truncated), bool (or 0/1) for bool tensors. A tensor value: use
+  ``where``. Every dtype. Its gradient is ``masked_fill(ct, mask, 0)``.
+- ``setitem(x, value, index)``: ``x`` with ``x[index]`` replaced by ``value``, which
+  broadcasts to the indexed shape (NumPy's rule, no extra leading dims) and is cast to
+  ``x``'s dtype as ``astype`` does, except that a float value into an integer or bool tensor
+  is refused (as ``Tensor`` in-place updates; NumPy and PyTorch truncate). ``index`` is a
+  basic index (ints, slices with any step, None, Ellipsis: the ``setitem`` primitive, index
+  canonicalized as getitem's), a single integer tensor/array/list at one position with only
+  full slices (``:``) and at most one Ellipsis around it (``index_copy`` along that axis), or
+  a leading bool mask with a Python scalar value (``masked_fill``). Anything else raises an
+  OpError saying what is supported.
+- ``index_copy(x, axis, index, source)``: ``x`` with the entries ``take(x, index, axis)``
+  reads replaced by ``source`` broadcast to that shape and cast to ``x``'s dtype
+  (``torch.index_copy`` generalized: ``index`` of any rank, ``source`` broadcasting).
+  Where an index repeats, which write wins is unspecified in a compiled program (XLA's
+  scatter order); eagerly the last one wins (NumPy). The gradient wrt ``source`` is
+  ``take(ct, index)`` (a repeated index passes its cotangent to every write, as PyTorch's
+  ``index_put`` backward). Every dtype.
+- ``x[int_tensor]`` (also NumPy int arrays and lists of ints) is ``take`` along axis 0 (or
+  the position it stands at, with ``:`` and ``...`` around it) and records: its shape does
+  not depend on the values. ``x[bool_mask]`` (a mask of ``x``'s leading shape) works eagerly
+  and under autodiff tapes (it becomes a ``take`` of the flattened leading dims at the
+  mask's true positions) but raises a TraceError while recording: the result's shape would
+  depend on the mask's values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hlotrace import dtypes as dt
+from hlotrace.errors import ShapeDtypeError, TraceError
+from hlotrace.ops.common import F, broadcast_shapes
+from hlotrace.ops.gather import (
+    FAMILY,
+    as_tensor,
+    canonical_axis,
+    cast_like_astype,
+    check_attrs,
+    check_index_dtype,
+    index_values,
+    op_error,
+    operand_shape,
+    take,
+    take_shape,
+    wrapped,
+)
+from hlotrace.ops.indexing import _from_canonical, _getitem_canonicalize, _getitem_infer
+from hlotrace.ops.registry import Aval, OpDef, apply, current_recorder, register_op
+from hlotrace.source import user_location
+from hlotrace.tensor import Tensor, tensor
+
+__all__ = ["index_copy", "masked_fill", "setitem"]
+
+
+def check_cast(value: np.dtype, x: np.dtype, what: str = "value") -> None:
+    if value in dt.FLOATING and x not in dt.FLOATING:
+        raise ShapeDtypeError(
+            f"a {value} {what} cannot be stored in a {x} tensor without an unsafe float-to-{x} cast "
+            f"(cast it with astype first)"
+        )
+
+
+def _check_fits(value: Aval, target: tuple, what: str) -> None:
+    try:
+        fits = broadcast_shapes(value.shape, target) == tuple(target) and len(value.shape) <= len(target)
+    except ShapeDtypeError:
+        fits = False
+    if not fits:
+        raise ShapeDtypeError(f"{what} of shape {value.shape} does not broadcast to the indexed shape {tuple(target)}")
+
+
+# -- masked_fill ------------------------------------------------------------------------------
+
+
+def fill_value(value, dtype: np.dtype):
+    """``value`` as a Python scalar of ``dtype``'s kind (see the module docstring)."""
+    kind = dt.python_scalar_kind(value)
+    if kind is None and isinstance(value, np.integer | np.floating):
+        kind, value = (int, int(value)) if isinstance(value, np.integer) else (float, float(value))
+    if kind is None:
+        raise ShapeDtypeError(f"value must be a Python scalar, got {type(value).__name__} (a tensor value: use where)")
+    if dtype in dt.FLOATING:
+        with np.errstate(over="ignore"):  # 1e10 in float16 is inf, as a weak scalar
+            return float(np.asarray(value, dtype=dtype))
+    if kind is float:
+        raise ShapeDtypeError(f"value {value!r} cannot be stored in a {dtype} tensor without an unsafe cast")
+    value = int(value)
+    if dtype == dt.bool_:
+        if value not in (0, 1):
+            raise ShapeDtypeError(f"value {value!r} is not a bool (a bool tensor takes True/False or 0/1)")
+        return bool(value)
+    info = np.iinfo(dtype)
+    if not info.min <= value <= info.max:
+        raise ShapeDtypeError(f"value {value} is out of range for {dtype}")
+    return value
+
+
+def _masked_fill_canonicalize(avals, attrs):
+    check_attrs(attrs, ("value",), "masked_fill")
+    return {"value": fill_value(attrs["value"], avals[0].dtype)}
+
+
+def _masked_fill_infer(x: Aval, mask: Aval, *, value) -> Aval:
+    if mask.dtype != dt.bool_:
+        raise ShapeDtypeError(f"mask must be bool, got {mask.dtype} (compare first)")
+    try:
+        fits = broadcast_shapes(mask.shape, x.shape) == x.shape
+    except ShapeDtypeError:
+        fits = False
+    if not fits:
+        raise ShapeDtypeError(f"mask of shape {mask.shape} does not broadcast to x's shape {x.shape}")
+    return x
+
+
+def _masked_fill_reference(x, mask, *, value):
+    return np.where(mask, np.asarray(value, x.dtype), x)
+
+
+def _mask_sample(s):
+    @s.st.composite
+    def sample(draw):
+        dtype = np.dtype(draw(s.dtypes(s.ALL)))  # the dtype probe draws None
+        rng = s.generator(draw)
+        shape = s.random_shape(rng)
+        rank = int(rng.integers(0, len(shape) + 1)) if rng.random() < 1 / 3 else len(shape)
+        mask_shape = tuple(1 if rng.random() < 1 / 4 else d for d in shape[len(shape) - rank :])
+        x = draw(s.arrays(dtype, shape))
+        density = rng.choice([0.0, 0.5, 1.0, rng.random()])
+        mask = np.asarray(rng.random(mask_shape) < density)
+        value = s.values(dtype).scalar(rng)
+        if dtype in dt.FLOATING and rng.random() < 1 / 4:  # an int, or a value past the dtype's range
+            value = int(rng.integers(-5, 6)) if rng.random() < 1 / 2 else float(rng.choice([1e10, -1e300, 7e4]))
+        return s.OpSample((x, mask), {"value": value})
+
+    return sample()
+
+
+MASKED_FILL = register_op(
+    OpDef(
+        name="masked_fill",
+        family=FAMILY,
+        reference=_masked_fill_reference,
+        infer=_masked_fill_infer,
+        canonicalize=_masked_fill_canonicalize,
+        sample=_mask_sample,
+        vjp=lambda ct, out, x, mask, *, value: (masked_fill(ct, mask, 0), None),
+        doc="value where the bool mask (broadcast to x) is true, else x; a Python scalar value",
+    )
+)
+
+
+def masked_fill(x, mask, value):
+    """``value`` (a Python scalar, in ``x``'s dtype) where ``mask`` is true, else ``x``;
+    ``mask`` broadcasts to ``x``'s shape (PyTorch's ``masked_fill``)."""
+    return apply(MASKED_FILL, as_tensor(x, "masked_fill"), as_tensor(mask, "masked_fill"), value=value)
+
+
+# -- setitem (basic indices) ------------------------------------------------------------------
+
+
+def _setitem_canonicalize(avals, attrs):
+    check_attrs(attrs, ("index",), "setitem")
+    return _getitem_canonicalize(avals[:1], attrs)
+
+
+def _setitem_infer(x: Aval, value: Aval, *, index) -> Aval:
+    check_cast(value.dtype, x.dtype)
+    _check_fits(value, _getitem_infer(x, index=index).shape, "value")
+    return x
+
+
+def _setitem_reference(x, value, *, index):
+    out = x.copy()
+    out[tuple(_from_canonical(entry) for entry in index)] = cast_like_astype(value, x.dtype)
+    return out
+
+
+def _value_dtype(s, draw, dtype):
+    """A value dtype that may be stored in a ``dtype`` tensor (no float into int/bool)."""
+    choices = s.ALL if dtype in dt.FLOATING else (dt.bool_, *dt.INTEGER)
+    return np.dtype(draw(s.other_dtypes(dtype, choices)))
+
+
+def _value(s, draw, rng, dtype, target, keep_ones=()):
+    """A value for ``target`` (the indexed shape): a Python scalar one time in six, else an
+    array of a suffix of it with some dims 1 (the dims in ``keep_ones`` always 1)."""
+    vdtype = _value_dtype(s, draw, dtype)
+    if rng.random() < 1 / 6 and not keep_ones:
+        scalar = s.values(vdtype).scalar(rng)
+        if type(scalar) is int and dt.promote(dtype, dt.Weak(int)) == dt.int32:
+            scalar = int(np.array(scalar, np.int64).astype(np.int32))  # a weak int is int32 here
+        return scalar
+    shape = [1 if i in keep_ones or rng.random() < 1 / 4 else d for i, d in enumerate(target)]
+    lead = int(rng.integers(0, len(shape) + 1)) if rng.random() < 1 / 4 else 0
+    if any(i < lead for i in keep_ones):
+        lead = 0
+    return draw(s.arrays(vdtype, tuple(shape[lead:])))
+
+
+def _setitem_sample(s):
+    @s.st.composite
+    def sample(draw):
+        base = draw(s.getitem_sample())
+        x, index = base.args[0], base.attrs["index"]
+        aval = Aval(x.shape, x.dtype)
+        selected = _getitem_infer(aval, **_getitem_canonicalize((aval,), {"index": index})).shape
+        value = _value(s, draw, s.generator(draw), x.dtype, selected)
+        return s.OpSample((x, value), {"index": index})
+
+    return sample()
+
+
+SETITEM = register_op(
+    OpDef(
+        name="setitem",
+        family=FAMILY,
+        reference=_setitem_reference,
+        infer=_setitem_infer,
+        canonicalize=_setitem_canonicalize,
+        promote_inputs=(0,),
+        sample=_setitem_sample,
+        vjp=lambda ct, out, x, value, *, index: (setitem(ct, 0, index), F.getitem(ct, index)),
+        doc="x with x[index] = value (basic index; value broadcast and cast to x's dtype)",
+    )
+)
+
+
+# -- index_copy -------------------------------------------------------------------------------
+
+
+def _index_copy_canonicalize(avals, attrs):
+    check_attrs(attrs, ("axis",), "index_copy")
+    return {"axis": canonical_axis(attrs["axis"], len(avals[0].shape))}
+
+
+def _index_copy_infer(x: Aval, index: Aval, source: Aval, *, axis) -> Aval:
+    check_index_dtype(index, "index")
+    check_cast(source.dtype, x.dtype, "source")
+    _check_fits(source, take_shape(x.shape, index.shape, axis), "source")
+    return x
+
+
+def _index_copy_reference(x, index, source, *, axis):
+    out = x.copy()
+    out[(slice(None),) * axis + (wrapped(index, x.shape[axis], axis),)] = cast_like_astype(source, x.dtype)
+    return out
+
+
+def _index_copy_sample(s):
+    @s.st.composite
+    def sample(draw):
+        dtype = np.dtype(draw(s.dtypes(s.ALL)))  # the dtype probe draws None
+        index_dtype = draw(s.st.sampled_from(dt.INTEGER))
+        rng = s.generator(draw)
+        shape = operand_shape(rng)
+        axis = int(rng.integers(0, len(shape)))
+        dim = shape[axis]
+        # Repeated indices only where every write is the same value (the source broadcast
+        # along the index dims) and no gradient is checked (not float): which write wins is
+        # unspecified, and a repeated write's cotangent counts once per write.
+        unique = dtype in dt.FLOATING or rng.random() < 1 / 2
+        while True:
+            index_shape = s.random_shape(rng, max_dims=2)
+            n = math.prod(index_shape)
+            if (n <= dim or (not unique and dim)) or n == 0:
+                break
+        index = index_values(rng, index_shape, dim, unique=unique).astype(index_dtype)
+        target = take_shape(shape, index_shape, axis)
+        keep_ones = () if unique else tuple(range(axis, axis + len(index_shape)))
+        source = _value(s, draw, rng, dtype, target, keep_ones)
+        x = draw(s.distinct_arrays(dtype, shape))
+        return s.OpSample((x, index, source), {"axis": axis - len(shape) if rng.random() < 1 / 2 else axis})
+
+    return sample()
+
+
+INDEX_COPY = register_op(
+    OpDef(
+        name="index_copy",
+        family=FAMILY,
+        reference=_index_copy_reference,
+        infer=_index_copy_infer,
+        canonicalize=_index_copy_canonicalize,
+        promote_inputs=(0,),
+        sample=_index_copy_sample,
+        vjp=lambda ct, out, x, index, source, *, axis: (
+            index_copy(ct, axis, index, 0),
+            None,
+            take(ct, index, axis=axis),
+        ),
+        doc="x with the entries take(x, index, axis) reads replaced by source (broadcast, cast)",
+    )
+)
+
+
+def index_copy(x, axis, index, source):
+    """``x`` with ``x[..., index, ...] = source`` along ``axis`` (``torch.index_copy``, with
+    ``index`` of any rank and ``source`` broadcast to the indexed shape and cast to ``x``'s
+    dtype). Which of repeated indices' writes wins is unspecified when compiled."""
+    x, index = as_tensor(x, "index_copy"), as_tensor(index, "index_copy", index=True)
+    return apply(INDEX_COPY, x, index, source, axis=axis)
+
+
+# -- Tensor indexing dispatch -----------------------------------------------------------------
+
+_SUPPORTED = (
+    "only basic indexing is supported (ints, slices, None, Ellipsis), plus one integer "
+    "tensor/array/list with only ':' and '...' around it (take / index_copy along that axis) "
+    "and a leading bool mask (eager reads; writes of a Python scalar, i.e. masked_fill)"
+)
+
+
+_ADVANCED = (Tensor, np.ndarray, list)  # index entries that are not basic
+
+
+def _is_advanced(entry) -> bool:
+    return isinstance(entry, _ADVANCED)
+
+
+def _advanced(x, index, what: str):
+    """(kind, tensor, axis) for an index holding one advanced entry with only full slices
+    and an Ellipsis around it; kind is "int" or "bool". Raises an OpError otherwise."""
+    items = index if isinstance(index, tuple) else (index,)
+    positions = [i for i, entry in enumerate(items) if _is_advanced(entry)]
+    others = [e for i, e in enumerate(items) if i != positions[0]]
+    plain = all(e is Ellipsis or (isinstance(e, slice) and e == slice(None)) for e in others)
+    if len(positions) > 1 or not plain or sum(e is Ellipsis for e in others) > 1:
+        kinds = ", ".join(type(e).__name__ for e in items)
+        raise op_error(what, f"indexing with ({kinds}) is not implemented; {_SUPPORTED}", x)
+    p = positions[0]
+    entry = as_tensor(items[p], what, index=True)
+    if entry.dtype == dt.bool_:
+        if p != 0 or entry.ndim == 0:
+            raise op_error(what, f"a bool mask must be the first index entry and not 0-d; {_SUPPORTED}", x, entry)
+        if entry.shape != x.shape[: entry.ndim]:
+            raise op_error(what, f"bool mask of shape {entry.shape} does not match x's leading dims", x, entry)
+        return "bool", entry, 0
+    if entry.dtype not in dt.INTEGER:
+        raise op_error(what, f"index arrays must be integer or bool, got {entry.dtype}", x, entry)
+    axis = p - len(items) if any(e is Ellipsis for e in items[:p]) else p
+    if not -x.ndim <= axis < x.ndim or len(items) - 1 - sum(e is Ellipsis for e in items) >= x.ndim:
+        raise op_error(what, f"too many indices for a tensor of rank {x.ndim}", x, entry)
+    return "int", entry, axis
+
+
+def tensor_getitem(x, index):
+    """``x[index]`` for Tensor.__getitem__: basic indexing (getitem), an integer index
+    array (take), or a bool mask (eager and taped only; see the module docstring)."""
+    items = index if isinstance(index, tuple) else (index,)
+    if not any(_is_advanced(entry) for entry in items):
+        return F.getitem(x, index)
+    kind, entry, axis = _advanced(x, index, "getitem")
+    if kind == "int":
+        return take(x, entry, axis=axis)
+    if current_recorder() is not None:
+        loc = user_location(2)
+        raise TraceError(
+            "x[bool_mask] while recording: the result's shape would depend on the mask's values, which a "
+            "compiled program cannot have. Keep the shape with masked_fill(x, mask, 0) or where(mask, x, 0), "
+            "or index with integer indices" + (f" (at {loc})" if loc else "")
+        )
+    mask = entry.numpy()
+    flat = x if mask.ndim == 1 else F.reshape(x, (mask.size, *x.shape[mask.ndim :]))
+    return take(flat, tensor(np.flatnonzero(mask).astype(np.int64)), axis=0)
+
+
+def setitem(x, value, index):
+    """``x`` with ``x[index]`` replaced by ``value`` (a new tensor; ``Tensor.__setitem__``
+    assigns it in place). Basic indices (setitem), one integer index array (index_copy
+    along its axis), or a leading bool mask with a Python scalar value (masked_fill)."""
+    x = as_tensor(x, "setitem")
+    items = index if isinstance(index, tuple) else (index,)
+    if not any(_is_advanced(entry) for entry in items):
+        return apply(SETITEM, x, value, index=index)
+    kind, entry, axis = _advanced(x, index, "setitem")
+    if kind == "int":
+        return apply(INDEX_COPY, x, entry, value, axis=axis)
+    if dt.python_scalar_kind(value) is None:
+        raise op_error(
+            "setitem",
+            f"x[bool_mask] = value takes a Python scalar value, got {type(value).__name__}; "
+            "use where(mask, value, x) for tensor values",
+            x,
+            entry,
+        )
+    mask = entry if entry.ndim == x.ndim else F.reshape(entry, entry.shape + (1,) * (x.ndim - entry.ndim))
+    return masked_fill(x, mask, value)

@@ -1,0 +1,192 @@
+"""atan2, mod and floor_divide: the binary ops of the math family (semantics: the
+docstring of :mod:`hlotrace.ops.math`, which imports this module)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hlotrace import dtypes as dt
+from hlotrace.errors import ShapeDtypeError
+from hlotrace.ops.common import F, broadcast_shapes
+from hlotrace.ops.elementwise import float_result_dtype
+from hlotrace.ops.math import FAMILY, NUMERIC_DTYPES, _no_attrs, _zero_vjp, compute_dtype, sometimes_other_dtypes
+from hlotrace.ops.registry import OPS, Aval, OpDef, apply, register_op
+
+__all__ = ["atan2", "floor_divide", "mod"]
+
+# Nonzero divisors (and atan2 operand pairs) below this magnitude are drawn as ±TINY_DIVISOR:
+# x // y is otherwise a staircase with steps far below a finite-difference step (1e-6 |x|),
+# which the gradient check reads as a slope of 1 / y. Subnormal divisors are flushed by XLA:CPU (not compared
+# anyway, see SUBNORMAL_INPUTS_UNCHECKED); overflowing quotients still come from large x.
+TINY_DIVISOR = 2.0**-8
+
+
+def _promoted(a: Aval, b: Aval) -> Aval:
+    return Aval(broadcast_shapes(a.shape, b.shape), dt.promote(a.dtype, b.dtype))
+
+
+def _atan2_infer(a: Aval, b: Aval) -> Aval:
+    out = _promoted(a, b)
+    return Aval(out.shape, float_result_dtype(out.dtype))
+
+
+def _atan2_reference(a, b):
+    common = float_result_dtype(dt.promote(a.dtype, b.dtype))
+    return np.arctan2(a.astype(common, copy=False), b.astype(common, copy=False))
+
+
+def _atan2_vjp(ct, out, x, y):
+    # d atan2(x, y) = (y dx - x dy) / (x² + y²), in the result dtype (int operands squared
+    # in their own dtype would wrap).
+    x = x if x.dtype == out.dtype else F.astype(x, out.dtype)
+    y = y if y.dtype == out.dtype else F.astype(y, out.dtype)
+    norm = F.add(F.square(x), F.square(y))
+    return F.divide(F.multiply(ct, y), norm), F.negative(F.divide(F.multiply(ct, x), norm))
+
+
+def _off_origin(x, y):
+    """``x`` (or, when only ``y`` is a float array, ``y``) moved to ±TINY_DIVISOR (the sign
+    kept) where both operands are below it in magnitude. Near the origin atan2 turns by pi
+    within a finite-difference step, which the gradient check reads as a slope of pi / 2h
+    (at x = ±0, y = +0 the jump is symmetric, so it is not seen as a kink)."""
+    full = np.broadcast_shapes(np.shape(x), np.shape(y))
+    with np.errstate(invalid="ignore"):
+        near = (np.abs(np.broadcast_to(x, full).astype(np.float64)) < TINY_DIVISOR) & (
+            np.abs(np.broadcast_to(y, full).astype(np.float64)) < TINY_DIVISOR
+        )
+    for moved, value in ((0, x), (1, y)):
+        if isinstance(value, np.ndarray) and value.dtype in dt.FLOATING:
+            if near.any():
+                wide = np.broadcast_to(value, full).astype(np.float64)
+                value = np.where(near, np.copysign(TINY_DIVISOR, wide), wide).astype(value.dtype)
+            return (value, y) if moved == 0 else (x, value)
+    return x, y
+
+
+def _atan2_sample(s):
+    """Elementwise operands, int32 and float primary dtypes; one sample in four with a bool
+    or int64 operand; none near the origin (see _off_origin)."""
+    mixed = sometimes_other_dtypes(lambda s: s.elementwise(2, (dt.int32, *dt.FLOATING)), (dt.bool_, dt.int64))
+
+    @s.st.composite
+    def sample(draw):
+        return s.OpSample(_off_origin(*draw(mixed(s)).args))
+
+    return sample()
+
+
+def _division_infer(a: Aval, b: Aval) -> Aval:
+    out = _promoted(a, b)
+    if out.dtype == dt.bool_:
+        raise ShapeDtypeError("is not defined for two bool tensors (NumPy gives int8, which hlotrace lacks)")
+    return out
+
+
+def _division_reference(ufunc):
+    def reference(a, b):
+        out = dt.promote(a.dtype, b.dtype)
+        wide = compute_dtype(out)  # NumPy's and ml_dtypes' float16/bfloat16 loops compute in float32
+        # Integer division by zero gives 0 and INT_MIN // -1 wraps, as in NumPy (warnings muted).
+        return ufunc(a.astype(wide, copy=False), b.astype(wide, copy=False)).astype(out, copy=False)
+
+    return reference
+
+
+def _mod_vjp(ct, out, x, y):
+    # mod(x, y) = x - y * floor(x / y): d/dx = 1, d/dy = -floor_divide(x, y).
+    return ct, F.negative(F.multiply(ct, F.floor_divide(x, y)))
+
+
+def _no_tiny(y):
+    if isinstance(y, float) and 0 < abs(y) < TINY_DIVISOR:
+        return math.copysign(TINY_DIVISOR, y)
+    if isinstance(y, np.ndarray) and y.dtype in dt.FLOATING:
+        wide = y.astype(np.float64)
+        tiny = (wide != 0) & (np.abs(wide) < TINY_DIVISOR)
+        return np.where(tiny, np.copysign(TINY_DIVISOR, wide), wide).astype(y.dtype)
+    return y
+
+
+def _division_sample(s):
+    """Elementwise operands (divisors not tiny, see TINY_DIVISOR), then (on about half the
+    samples each) exact multiples planted in x (x = k * y, where signed zeros and the snap
+    to an integer decide), and for integers INT_MIN in x against -1 and 0 in y (the
+    wrapping and division-by-zero cases)."""
+
+    @s.st.composite
+    def sample(draw):
+        x, y = draw(s.elementwise(2, NUMERIC_DTYPES)).args
+        y = _no_tiny(y)
+        rng = s.generator(draw)
+        if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)) or x.dtype != y.dtype:
+            return s.OpSample((x, y))
+        full = np.broadcast_shapes(x.shape, y.shape)
+        if x.shape == full and rng.random() < 1 / 2:
+            k = rng.integers(-3, 4, full).astype(x.dtype)
+            with np.errstate(all="ignore"):
+                multiples = (np.broadcast_to(y, full) * k).astype(x.dtype)
+            x = np.where(rng.random(full) < 1 / 2, multiples, x)
+        if x.dtype in dt.INTEGER and rng.random() < 1 / 2:
+            x = np.where(rng.random(x.shape) < 1 / 4, np.iinfo(x.dtype).min, x).astype(x.dtype)
+            y = np.where(rng.random(y.shape) < 1 / 4, rng.choice(np.array([-1, 0], y.dtype), y.shape), y)
+        return s.OpSample((x, y))
+
+    return sample()
+
+
+register_op(
+    OpDef(
+        name="atan2",
+        family=FAMILY,
+        reference=_atan2_reference,
+        infer=_atan2_infer,
+        canonicalize=_no_attrs,
+        sample=_atan2_sample,
+        vjp=_atan2_vjp,
+        doc="arctan(x / y) in the quadrant of the point (y, x) (NumPy's arctan2), in [-pi, pi]",
+    )
+)
+register_op(
+    OpDef(
+        name="mod",
+        family=FAMILY,
+        reference=_division_reference(np.mod),
+        infer=_division_infer,
+        canonicalize=_no_attrs,
+        sample=_division_sample,
+        vjp=_mod_vjp,
+        doc="x % y with the sign of y (NumPy's remainder); integer x % 0 is 0",
+    )
+)
+register_op(
+    OpDef(
+        name="floor_divide",
+        family=FAMILY,
+        reference=_division_reference(np.floor_divide),
+        infer=_division_infer,
+        canonicalize=_no_attrs,
+        sample=_division_sample,
+        vjp=_zero_vjp,
+        doc="x // y rounded toward -inf (NumPy's divmod); integer x // 0 is 0, INT_MIN // -1 wraps",
+    )
+)
+
+
+# -- public functions -----------------------------------------------------------------------------
+
+
+def atan2(x, y):
+    """NumPy's ``arctan2(x, y)``: the angle of the point (y, x), in [-pi, pi]. Float result."""
+    return apply(OPS["atan2"], x, y)
+
+
+def mod(x, y):
+    """``x % y`` with the sign of ``y`` (NumPy's ``remainder``; integer ``x % 0`` is 0)."""
+    return apply(OPS["mod"], x, y)
+
+
+def floor_divide(x, y):
+    """``x // y``, rounded toward -inf (NumPy; integer ``x // 0`` is 0, ``INT_MIN // -1`` wraps)."""
+    return apply(OPS["floor_divide"], x, y)

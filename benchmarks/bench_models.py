@@ -69,7 +69,7 @@ def _cnn_loss(jax, jnp, lax):
         y = lax.conv_general_dilated(
             x, p[f"{name}.weight"], (1, 1), [(1, 1), (1, 1)], dimension_numbers=("NCHW", "OIHW", "NCHW")
         )
-        return y + p[f"{name}.bias"][None, :, None, None]
+        return y  # no bias: batch norm follows
 
     def bn(x, p, buffers, name):
         mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
@@ -184,7 +184,9 @@ def _compare(title, example, net, batch_np, loss_fn, repeat):
             raise AssertionError(f"{title} step {i}: hlotrace loss {lh} vs jax {lj}")
     for name, p in net.named_parameters():
         a, b = p.numpy(), np.asarray(state["j"][0][name])
-        if not np.allclose(a, b, rtol=1e-3, atol=1e-4):
+        # atol 0.2 * lr: Adam turns gradients that are zero up to rounding (the attention
+        # key bias: softmax ignores a per-query constant) into lr-sized steps of either sign.
+        if not np.allclose(a, b, rtol=1e-3, atol=0.2 * LR):
             raise AssertionError(
                 f"{title}: parameter {name} differs after 3 steps: max abs {np.max(np.abs(a - b)):.3g}"
             )
@@ -223,15 +225,17 @@ def _compare(title, example, net, batch_np, loss_fn, repeat):
 
 def example_net_copy(net):
     """A second model with the same weights (the eager candidate must not share state)."""
-    import copy
-
-    return copy.deepcopy(net)
+    twin = type(net)()
+    twin.load_state_dict(net.state_dict())
+    return twin
 
 
 def main(argv: list[str] | None = None) -> dict:
     argv = main_args(argv)
     repeat = int_option(argv, "--repeat", REPEAT)
-    print_header("model training steps: CNN (digits) and causal transformer (copy task), AdamW", __name__, argv)
+    print_header(
+        "model training steps: CNN (digits) and causal transformer (copy task), AdamW", "benchmarks.bench_models", argv
+    )
     import jax
     import jax.numpy as jnp
     from jax import lax

@@ -29,12 +29,12 @@ BATCH = 64
 
 
 class ConvNet(nn.Module):
-    """conv3x3(1→16) BN ReLU maxpool2 → conv3x3(16→32) BN ReLU maxpool2 → linear(128→10)."""
+    """conv3x3(1→16, no bias: BN cancels it) BN ReLU maxpool2 → conv3x3(16→32) BN ReLU maxpool2 → linear(128→10)."""
 
     def __init__(self):
         super().__init__()
-        self.conv1, self.bn1 = nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16)
-        self.conv2, self.bn2 = nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32)
+        self.conv1, self.bn1 = nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+        self.conv2, self.bn2 = nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32)
         self.pool = nn.MaxPool2d(2)
         self.fc = nn.Linear(32 * 2 * 2, 10)
 

@@ -152,6 +152,11 @@ def test_half_precision_accumulates_in_float32_and_dtypes_promote():
     compiled(x, w)
     for out in (F.conv1d(x, w), compiled(x, w)):
         assert out.dtype == np.float16 and out.numpy().tolist() == [[[2050.0]]]
+    # bfloat16: 256 + eight 1s is 256 in bfloat16 steps, 264 in float32.
+    x, w = _t([[[256.0] + [1.0] * 8]], "bfloat16"), _t(np.ones((1, 1, 9)), "bfloat16")
+    compiled(x, w)
+    for out in (F.conv1d(x, w), compiled(x, w)):
+        assert out.dtype == ht.dtypes.bfloat16 and out.numpy().astype(np.float32).tolist() == [[[264.0]]]
     mixed = F.conv2d(_t(np.ones((1, 1, 2, 2)), "bfloat16"), _t(np.ones((1, 1, 1, 1)), "float16"))
     assert mixed.dtype == np.float32
     assert F.conv2d(_t(np.ones((1, 1, 2, 2)), "float32"), _t(np.ones((1, 1, 1, 1)))).dtype == np.float64

@@ -19,3 +19,17 @@ def test_train_mlp_learns_the_digits(capsys):
     assert accuracy > 0.85, out
     assert "compiled executables for the step: 1" in out
     assert "steady-state step: compiled" in out
+
+
+def test_train_cnn_learns_the_digits(capsys):
+    accuracy = _load("train_cnn").main(["--epochs", "2"])
+    out = capsys.readouterr().out
+    assert accuracy > 0.85, out
+    assert "compiled executables for the step: 1" in out
+
+
+def test_train_transformer_learns_to_copy(capsys):
+    accuracy = _load("train_transformer").main(["--steps", "200"])
+    out = capsys.readouterr().out
+    assert accuracy > 0.9, out
+    assert "compiled executables for the step: 1" in out

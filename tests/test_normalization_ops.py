@@ -266,7 +266,11 @@ def _bn_train_grads_numpy(x, w, b, eps, g):
     rstd = 1 / np.sqrt(var + eps)
     xhat = (x - mean) * rstd
     dxhat = g * w.reshape(shape)
-    dx = rstd / n * (n * dxhat - dxhat.sum(axis=axes, keepdims=True) - xhat * (dxhat * xhat).sum(axis=axes, keepdims=True))
+    dx = (
+        rstd
+        / n
+        * (n * dxhat - dxhat.sum(axis=axes, keepdims=True) - xhat * (dxhat * xhat).sum(axis=axes, keepdims=True))
+    )
     return dx, (g * xhat).sum(axis=axes), g.sum(axis=axes)
 
 
@@ -400,3 +404,22 @@ def test_batch_norm_module_buffers_modes_and_options():
     np.testing.assert_allclose(plain(x).numpy(), F.batch_norm(x, None, None, training=True).numpy())
     with pytest.raises(HlotraceError, match=r"\(N, C, H, W\)"):
         bn(_t(np.ones((2, 2))))
+
+
+def test_attributes_round_trip_through_trace_files(tmp_path):
+    from hlotrace.trace import Trace
+
+    @xla_trace
+    def f(x, m, v):
+        y = F.softplus(x, beta=2.0, threshold=float("inf")) + F.gelu(x, approximate="tanh")
+        y = F.layer_norm(y, (2, 3)) + F.group_norm(y, 2) + F.leaky_relu(y, -0.0)
+        return F.batch_norm(y, m, v, eps=0.0)
+
+    args = (_t(np.arange(12).reshape(2, 2, 3) - 5.5), _t([0.0, 1.0]), _t([1.0, 2.0]))
+    f(*args)
+    f.trace.save(tmp_path / "f.trace.json")
+    loaded = Trace.load(tmp_path / "f.trace.json")
+    assert loaded.records == f.trace.records
+    ops = {r.op: r.attrs for r in loaded.records}
+    assert ops["softplus"]["threshold"] == float("inf") and ops["layer_norm"]["axis"] in ((1, 2), (2,))
+    assert math.copysign(1.0, ops["leaky_relu"]["negative_slope"]) == -1.0

@@ -367,7 +367,8 @@ def _softplus_vjp(ct, out, x, *, beta, threshold):
 _BETAS = (1.0, 2.0, 0.5, 3.0, 10.0)
 # Threshold 0 is left out: there a product beta * x in the subnormal range decides the
 # branch, and XLA:CPU flushes it to zero (see the module docstring).
-_THRESHOLDS = (20.0, 10.0, 1.0, 5.0, 0.5, -2.0, float("inf"), 100.0)
+# Thresholds beyond 88 let beta * x reach where exp(beta * x) overflows float32.
+_THRESHOLDS = (20.0, 10.0, 1.0, 5.0, 0.5, -2.0, float("inf"), 100.0, 1000.0)
 
 SOFTPLUS = register_op(
     OpDef(
@@ -385,6 +386,7 @@ SOFTPLUS = register_op(
                 "beta": _pick(rng, _BETAS, lambda r: r.uniform(0.1, 5.0)),
                 "threshold": _pick(rng, _THRESHOLDS, lambda r: r.uniform(-5.0, 30.0)),
             },
+            ranges=(-200.0, 200.0),
         ),
         vjp=_softplus_vjp,
         doc="log(1 + exp(beta x)) / beta, or x where beta x > threshold; never overflows; beta > 0",

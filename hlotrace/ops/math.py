@@ -24,7 +24,8 @@ the definition the lowering rules must match. Differences from NumPy and PyTorch
   halves go to the even neighbour (``round(2.5) == 2``, ``round(-0.5) == -0.0``), as
   ``torch.round``; Python's ``round`` agrees, C's ``round`` rounds half away from zero.
 - ``sign``: -1, 0 or 1 in the input dtype; ``sign(NaN)`` is NaN and ``sign(-0.0)`` is
-  ``+0.0`` (NumPy 2.x; ``jax.numpy.sign(-0.0)`` and C's copysign-based versions give -0.0).
+  ``+0.0`` for every float dtype (NumPy 2.x; ml_dtypes' bfloat16 ``sign``,
+  ``jax.numpy.sign`` and ``stablehlo.sign`` give -0.0).
   ``sign(bool)`` is refused (as NumPy).
 - ``mod(x, y)`` (NumPy's ``remainder``, Python's ``%``): the result has the sign of ``y``
   (``mod(-1, 3) == 2``; ``fmod`` / ``torch.fmod`` take ``x``'s sign). Floats follow NumPy's
@@ -230,7 +231,7 @@ _FLOAT_UNARY = [
     (
         "expm1",
         _float_reference(np.expm1),
-        lambda ct, out, x: (F.multiply(ct, F.add(out, 1.0)),),
+        lambda ct, out, x: (F.multiply(ct, F.exp(x)),),  # not out + 1: it cancels for x << 0
         lambda s: s.st.one_of(_small_values_sample("expm1")(s), _overflow_edge_sample("expm1", _EXP_OVERFLOW)(s)),
         "exp(x) - 1, accurate for small |x|",
     ),

@@ -16,11 +16,16 @@ from hlotrace.ops.registry import OPS, Aval, OpDef, apply, register_op
 
 __all__ = ["atan2", "floor_divide", "mod"]
 
-# Nonzero divisors (and atan2 operand pairs) below this magnitude are drawn as ±TINY_DIVISOR:
-# x // y is otherwise a staircase with steps far below a finite-difference step (1e-6 |x|),
-# which the gradient check reads as a slope of 1 / y. Subnormal divisors are flushed by XLA:CPU (not compared
-# anyway, see SUBNORMAL_INPUTS_UNCHECKED); overflowing quotients still come from large x.
-TINY_DIVISOR = 2.0**-8
+# The gradient check's finite differences take a step h of 1e-6 |v| (at least 1e-6) and read
+# x // y (and mod) as a slope where its steps are finer than 2h: that needs y**2 / |x| > 2h.
+# So nonzero float divisors below MIN_DIVISOR in magnitude are drawn as ±MIN_DIVISOR, and
+# integer operands of a float division are clipped to ±MAX_MIXED_INT (float ones are small:
+# the check replaces those above 1e4). Subnormal divisors are not compared anyway (see
+# SUBNORMAL_INPUTS_UNCHECKED); overflowing quotients still come from large x.
+MIN_DIVISOR = 0.25
+MAX_MIXED_INT = 100
+# atan2 turns by pi within a step h of the origin: operand pairs nearer are moved away.
+ORIGIN_RADIUS = 2.0**-8
 
 
 def _promoted(a: Aval, b: Aval) -> Aval:
@@ -47,20 +52,20 @@ def _atan2_vjp(ct, out, x, y):
 
 
 def _off_origin(x, y):
-    """``x`` (or, when only ``y`` is a float array, ``y``) moved to ±TINY_DIVISOR (the sign
+    """``x`` (or, when only ``y`` is a float array, ``y``) moved to ±ORIGIN_RADIUS (the sign
     kept) where both operands are below it in magnitude. Near the origin atan2 turns by pi
     within a finite-difference step, which the gradient check reads as a slope of pi / 2h
     (at x = ±0, y = +0 the jump is symmetric, so it is not seen as a kink)."""
     full = np.broadcast_shapes(np.shape(x), np.shape(y))
     with np.errstate(invalid="ignore"):
-        near = (np.abs(np.broadcast_to(x, full).astype(np.float64)) < TINY_DIVISOR) & (
-            np.abs(np.broadcast_to(y, full).astype(np.float64)) < TINY_DIVISOR
+        near = (np.abs(np.broadcast_to(x, full).astype(np.float64)) < ORIGIN_RADIUS) & (
+            np.abs(np.broadcast_to(y, full).astype(np.float64)) < ORIGIN_RADIUS
         )
     for moved, value in ((0, x), (1, y)):
         if isinstance(value, np.ndarray) and value.dtype in dt.FLOATING:
             if near.any():
                 wide = np.broadcast_to(value, full).astype(np.float64)
-                value = np.where(near, np.copysign(TINY_DIVISOR, wide), wide).astype(value.dtype)
+                value = np.where(near, np.copysign(ORIGIN_RADIUS, wide), wide).astype(value.dtype)
             return (value, y) if moved == 0 else (x, value)
     return x, y
 
@@ -100,26 +105,41 @@ def _mod_vjp(ct, out, x, y):
 
 
 def _no_tiny(y):
-    if isinstance(y, float) and 0 < abs(y) < TINY_DIVISOR:
-        return math.copysign(TINY_DIVISOR, y)
+    if isinstance(y, float) and 0 < abs(y) < MIN_DIVISOR:
+        return math.copysign(MIN_DIVISOR, y)
     if isinstance(y, np.ndarray) and y.dtype in dt.FLOATING:
         wide = y.astype(np.float64)
-        tiny = (wide != 0) & (np.abs(wide) < TINY_DIVISOR)
-        return np.where(tiny, np.copysign(TINY_DIVISOR, wide), wide).astype(y.dtype)
+        tiny = (wide != 0) & (np.abs(wide) < MIN_DIVISOR)
+        return np.where(tiny, np.copysign(MIN_DIVISOR, wide), wide).astype(y.dtype)
     return y
 
 
+def _small_int(value):
+    if isinstance(value, np.ndarray) and value.dtype in dt.INTEGER:
+        return np.clip(value, -MAX_MIXED_INT, MAX_MIXED_INT).astype(value.dtype)
+    if type(value) is int:
+        return max(-MAX_MIXED_INT, min(MAX_MIXED_INT, value))
+    return value
+
+
 def _division_sample(s):
-    """Elementwise operands (divisors not tiny, see TINY_DIVISOR), then (on about half the
-    samples each) exact multiples planted in x (x = k * y, where signed zeros and the snap
-    to an integer decide), and for integers INT_MIN in x against -1 and 0 in y (the
-    wrapping and division-by-zero cases)."""
+    """Elementwise operands (float divisors scaled down by 8 half the time; see MIN_DIVISOR),
+    then (on about half the samples each) exact multiples planted in x (x = k * y, where
+    signed zeros and the snap to an integer decide), and for integers INT_MIN in x against
+    -1 and 0 in y (the wrapping and division-by-zero cases)."""
 
     @s.st.composite
     def sample(draw):
         x, y = draw(s.elementwise(2, NUMERIC_DTYPES)).args
-        y = _no_tiny(y)
         rng = s.generator(draw)
+        if isinstance(y, np.ndarray) and y.dtype in dt.FLOATING and rng.random() < 1 / 2:
+            # Divisors mostly below 1.25: quotients of 8 and more, where (x - fmod) / y
+            # often rounds to just below an integer and only NumPy's snap gets it back.
+            y = (y.astype(np.float64) / 8).astype(y.dtype)
+        y = _no_tiny(y)
+        kinds = [a.dtype if isinstance(a, np.ndarray) else dt.Weak(type(a)) for a in (x, y)]
+        if dt.promote(*kinds) in dt.FLOATING:
+            x, y = _small_int(x), _small_int(y)
         if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)) or x.dtype != y.dtype:
             return s.OpSample((x, y))
         full = np.broadcast_shapes(x.shape, y.shape)

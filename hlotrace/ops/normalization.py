@@ -91,6 +91,18 @@ def _draw_eps(rng) -> float:
     return float(_EPS_CHOICES[int(rng.integers(0, len(_EPS_CHOICES)))])
 
 
+def _norm_shape(rng, min_rank: int) -> tuple:
+    """Rank min_rank..4 (2 and 3 most often), sides 1..5, a zero-size side rarely, at most
+    128 elements."""
+    while True:
+        rank = int(rng.choice([1, 2, 3, 4], p=[0.15, 0.35, 0.3, 0.2]))
+        if rank < min_rank:
+            continue
+        shape = tuple(int(d) for d in rng.choice(6, size=rank, p=[0.03, 0.17, 0.25, 0.25, 0.15, 0.15]))
+        if math.prod(shape) <= 128:
+            return shape
+
+
 def _elements(s, dtype, rng):
     """Moderate values (sums and squares stay finite and accurate), NaN/±inf sometimes."""
     special = rng.random() < 1 / 4
@@ -152,17 +164,19 @@ def _layer_norm_sample(s):
     def sample(draw):
         dtype = draw(s.dtypes(s.FLOATS))
         rng = s.generator(draw)
-        shape = s.random_shape(rng, max_dims=4)
-        if not shape:
-            shape = (int(rng.integers(1, 6)),)
+        shape = _norm_shape(rng, min_rank=1)
         rank = len(shape)
-        if rng.random() < 3 / 4:
+        if rank == 1 or rng.random() < 2 / 3:
             # PyTorch's layout: the trailing 1..3 dims (as F.layer_norm passes them).
             count = int(rng.integers(1, min(rank, 3) + 1))
             axes = tuple(range(rank - count, rank))
         else:
-            count = int(rng.integers(1, rank + 1))
-            axes = tuple(int(a) for a in rng.choice(rank, count, replace=False))
+            # Any other set of axes (group_norm's reshape normalizes one middle axis).
+            trailing = True
+            while trailing:
+                count = int(rng.integers(1, rank))
+                axes = tuple(int(a) for a in rng.choice(rank, count, replace=False))
+                trailing = sorted(axes) == list(range(rank - count, rank))
         if rng.random() < 1 / 2:
             axes = tuple(a - rank if rng.random() < 1 / 2 else a for a in axes)
         axis = axes[0] if len(axes) == 1 and rng.random() < 1 / 2 else axes
@@ -247,8 +261,7 @@ def _batch_norm_sample(s):
     def sample(draw):
         dtype = draw(s.dtypes(s.FLOATS))
         rng = s.generator(draw)
-        rank = int(rng.integers(2, 5))
-        shape = [int(rng.choice([0, 1, 2, 3], p=[0.05, 0.3, 0.35, 0.3])) for _ in range(rank)]
+        shape = list(_norm_shape(rng, min_rank=2))
         shape[1] = int(rng.integers(1, 5))  # channels: 1 to 4
         shape = tuple(shape)
         x = draw(s.arrays(dtype, shape, _elements(s, dtype, rng)))
@@ -258,7 +271,14 @@ def _batch_norm_sample(s):
         # Variances: mostly non-negative (0 included), sometimes any value (NaN where var + eps < 0).
         low = 0.0 if rng.random() < 5 / 6 else -2.0
         var = draw(s.arrays(stat_dtype, channels, s.values(stat_dtype, low, 8.0, special=rng.random() < 1 / 6)))
-        return s.OpSample((x, mean, var), {"eps": _draw_eps(rng)})
+        captured = frozenset()
+        if rng.random() < 1 / 6:
+            # A zero mean captured as a constant (a fresh running_mean), with signed zeros in
+            # x: x - (-0.0) must give +0.0 where XLA would fold the subtraction away.
+            mean = np.full(channels, float(rng.choice([-0.0, 0.0])), stat_dtype)
+            x = np.where(rng.random(shape) < 1 / 3, np.asarray(-0.0, dtype), x).astype(dtype)
+            captured = frozenset({1})
+        return s.OpSample((x, mean, var), {"eps": _draw_eps(rng)}, captured)
 
     return sample()
 

@@ -13,7 +13,8 @@ Semantics (each op's reference below is the definition the lowering rules must m
 - ``max_pool2d``: the maximum of each window, padding counting as -inf (the dtype's lowest
   value for integers). NaN propagates: a window holding NaN gives NaN, as PyTorch (XLA:CPU
   drops NaN in large non-overlapping windowed max reductions; the rule guards against it).
-  Float tensors and int32/int64 (PyTorch's CPU max pool admits integers too).
+  When +0.0 and -0.0 tie for the maximum the result's sign is unspecified (hlotrace's max;
+  PyTorch returns the first). Float tensors and int32/int64.
 - ``avg_pool2d``: the window sum over zero padding divided by the kernel area
   (``count_include_pad=True``) or by the number of input elements in the window. The sum
   starts at +0.0, so a window of -0.0 gives +0.0 (as PyTorch). float16/bfloat16 are
@@ -37,11 +38,10 @@ Gradients (PyTorch's CPU and CUDA kernels give the same):
   the forward ops again (gradients of gradients work to any order).
 
 Backward primitives (hlotrace/ops/pooling_grad.py; public, since VJPs are ordinary ops):
-``max_pool2d_backward(x, ct)`` scatters ``ct`` to each window's selected element of ``x``,
-``max_pool2d_gather(x, g)`` reads ``g`` at each
-window's selected element (its transpose), ``avg_pool2d_backward(ct, input_size)``,
-``adaptive_avg_pool2d_backward(ct, input_size)``, ``adaptive_max_pool2d_backward(x, ct)``
-and ``adaptive_max_pool2d_gather(x, g, output_size)``.
+``max_pool2d_backward(x, ct)`` adds ``ct`` at each window's selected element of ``x``,
+``max_pool2d_gather(x, g)`` reads ``g`` there (its transpose), ``avg_pool2d_backward(ct,
+input_size)``, ``adaptive_avg_pool2d_backward(ct, input_size)``,
+``adaptive_max_pool2d_backward(x, ct)`` and ``adaptive_max_pool2d_gather(x, g, output_size)``.
 """
 
 from __future__ import annotations

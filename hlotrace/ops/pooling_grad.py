@@ -55,6 +55,11 @@ __all__ = [
 
 _WINDOW = ("kernel_size", "stride", "padding")
 
+# The dtypes the samples of these ops draw (each op admits every float dtype): float16 runs
+# the same convert-accumulate-round path as bfloat16, and dropping it keeps the family's
+# generated tests within their time budget.
+SAMPLED_DTYPES = (dt.bfloat16, dt.float32, dt.float64)
+
 
 def _same(a: Aval, b: Aval, what_a: str, what_b: str, shape=None) -> None:
     shape = a.shape if shape is None else shape
@@ -156,7 +161,7 @@ def _max_gather_vjp(ct, out, x, g, *, kernel_size, stride, padding):
 def _max_sample(s, name):
     @s.st.composite
     def sample(draw):
-        dtype = draw(s.dtypes(s.FLOATS))
+        dtype = draw(s.dtypes(SAMPLED_DTYPES))
         rng = s.generator(draw)
         x, attrs, geometry = window_case(s, draw, rng, dtype, "max")
         shape = pooled_shape(x.shape, *geometry) if name == "max_pool2d_backward" else x.shape
@@ -219,7 +224,7 @@ def _avg_backward_vjp(ct, out, source, *, input_size, kernel_size, stride, paddi
 def _avg_backward_sample(s):
     @s.st.composite
     def sample(draw):
-        dtype = draw(s.dtypes(s.FLOATS))
+        dtype = draw(s.dtypes(SAMPLED_DTYPES))
         rng = s.generator(draw)
         attrs, kernel, stride, padding = draw_window(rng)
         shape = draw_nchw(rng, low=[max(1, k - 2 * p) for k, p in zip(kernel, padding, strict=True)])
@@ -283,7 +288,7 @@ def adaptive_max_pool2d_gather(x, g, output_size):
 def _adaptive_sample(s, name):
     @s.st.composite
     def sample(draw):
-        dtype = draw(s.dtypes(s.FLOATS))
+        dtype = draw(s.dtypes(SAMPLED_DTYPES))
         rng = s.generator(draw)
         if name == "adaptive_avg_pool2d_backward":
             shape = draw_nchw(rng)

@@ -1,4 +1,6 @@
 """Reductions: sum, max, min, mean over ``axis`` (int, tuple or None = all), with ``keepdims``.
+(any, all, prod, var, std and logsumexp live in :mod:`hlotrace.ops.statistics`, imported at
+the end of this file so that they register with this family.)
 
 NumPy semantics with hlotrace's dtype rules (:mod:`hlotrace.dtypes`):
 

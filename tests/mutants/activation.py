@@ -33,15 +33,17 @@ MUTANTS = [
         ops=("gelu",),
     ),
     Mutant(
-        id="silu-half-precision-logistic",
+        id="silu-exp-ratio",
         file=FILE,
-        find="    value = _mul(x, stablehlo.LogisticOp(x).result)\n",
-        replace=(
-            "    (aval,) = ctx.in_avals\n"
-            "    narrow = hlo.convert(stablehlo.LogisticOp(hlo.convert(x, wide, aval.dtype)).result, aval, wide.dtype)\n"
-            "    value = _mul(x, narrow)\n"
+        find=(
+            "    value = _mul(x, stablehlo.LogisticOp(x).result)\n"
+            "    return _narrowed(ctx, _zero_at_minus_inf(x, value, wide, const), wide)\n"
         ),
-        why="the sigmoid of silu is computed in float16/bfloat16 and only the product in float32",
+        replace=(
+            "    e = stablehlo.ExpOp(stablehlo.NegOp(x).result).result\n"
+            "    return _narrowed(ctx, stablehlo.DivOp(x, stablehlo.AddOp(const(1.0), e).result).result, wide)\n"
+        ),
+        why="silu as the textbook x / (1 + exp(-x)): -inf / inf is NaN where the limit is -0.0",
         ops=("silu",),
     ),
     Mutant(

@@ -43,6 +43,11 @@ MUTANTS = [
         replace="    wide = out.dtype\n",
         why="float16/bfloat16 operands are convolved in their own dtype instead of float32",
         ops=("conv2d", "conv1d", "conv_transpose2d", "conv2d_weight_grad"),
+        equivalent=(
+            "XLA:CPU upcasts float16/bfloat16 convolutions to float32 itself (checked: identical results); "
+            "on XLA:CUDA (H100) it is not equivalent (2048 + 1 + 1 gave 2048) and "
+            "tests/test_conv_ops.py::test_half_precision_accumulates_in_float32_and_dtypes_promote kills it"
+        ),
     ),
     # -- conv_transpose2d -----------------------------------------------------------------
     Mutant(
@@ -51,6 +56,14 @@ MUTANTS = [
         find="    w = stablehlo.ReverseOp(w, [2, 3]).result\n",
         replace="",
         why="the transposed convolution uses the kernel unflipped (a correlation, not the adjoint)",
+        ops=("conv_transpose2d",),
+    ),
+    Mutant(
+        id="conv-transpose-kernel-flipped-in-width-only",
+        file=FILE,
+        find="    w = stablehlo.ReverseOp(w, [2, 3]).result\n",
+        replace="    w = stablehlo.ReverseOp(w, [3]).result\n",
+        why="the kernel is reversed along W only (as if the flip were a 1-d one)",
         ops=("conv_transpose2d",),
     ),
     Mutant(

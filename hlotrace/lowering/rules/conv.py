@@ -1,23 +1,25 @@
 """Lowering rules for hlotrace/ops/conv.py and hlotrace/ops/conv_grad.py.
 
 Each op is one ``stablehlo.convolution`` on operands converted to the accumulating dtype
-(float32 for float16/bfloat16, so they round once, as the references do), with precision
-HIGHEST for float32 (GPUs would otherwise use TF32):
+(float32 for float16/bfloat16, rounded once at the end, as the references do), with
+precision HIGHEST for float32 (GPUs would otherwise use TF32). The explicit float32 is
+needed: XLA:CPU upcasts a float16 convolution itself, but XLA:CUDA (H100) accumulated one
+in float16 (2048 + 1 + 1 gave 2048; tests/test_conv_ops.py checks it):
 
 - conv1d/conv2d: dimension numbers NC(H)W / OI(H)W / NC(H)W, window strides = stride,
   padding (p, p) per dim, rhs_dilation = dilation, feature_group_count = groups.
 - conv_transpose2d: lhs_dilation = stride, padding (d(k-1) - p, d(k-1) - p + output_padding)
   (negative crops), the kernel reversed along its spatial dims and read as (O, C/groups)
   (in/out swapped within each group: a reshape and transpose when groups > 1).
-
-Padding and the zeros lhs_dilation inserts are not input elements: the references leave
-them out. Backends differ on what a non-finite value meeting them gives (XLA:CPU mostly
-leaves them out, XLA:CUDA multiplies): see "Non-finite values" in ops/conv.py.
 - conv2d_weight_grad: JAX's transposed-rhs convolution: x read with its channels as the
   batch and its batch as the features, ct as the kernel (its batch contracted, its
   channels the output features), window strides = dilation, rhs_dilation = stride, and the
   padding that reaches exactly the rows conv2d used. Groups use feature_group_count on a
   regrouped x (C/g, g*N), not batch_group_count (see the rule).
+
+Padding and the zeros lhs_dilation inserts are not input elements: the references leave
+them out. Backends differ on what a non-finite value meeting them gives (XLA:CPU mostly
+leaves them out, XLA:CUDA multiplies): see "Non-finite values" in ops/conv.py.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def _convolution(lhs, rhs, out_shape, dtype, numbers, *, strides, padding, lhs_d
 
 
 def _widened(ctx, a, b):
-    """Both operands converted to the accumulating dtype of the result."""
+    """Both operands converted to the dtype the result accumulates in."""
     (aval_a, aval_b), out = ctx.in_avals, ctx.out_aval
     wide = compute_dtype(out.dtype)
     return hlo.convert(a, aval_a, wide), hlo.convert(b, aval_b, wide), wide
@@ -148,8 +150,8 @@ def _conv2d_weight_grad(ctx, x, ct, *, kernel_size, stride, padding, dilation, g
     if groups > 1:
         # (N, C) -> (N, g, C/g) -> (C/g, g, N) -> (C/g, g*N): the channels of each group
         # become the batch, and its batch the features of feature group g (which meets ct's
-        # channel group g). Not batch_group_count: XLA:CPU expands it into a product over
-        # every group, where a NaN or inf in one group spoils the others (inf * 0).
+        # channel group g). Not batch_group_count, as JAX does: XLA:CPU ran that as one
+        # product over all groups, and a NaN in one group's ct reached the others.
         x = hlo.reshape(x, (n, groups, c // groups, *size), wide)
         x = stablehlo.TransposeOp(x, [2, 1, 0, 3, 4]).result
         x = hlo.reshape(x, (c // groups, groups * n, *size), wide)

@@ -22,7 +22,7 @@ import numpy as np
 from hlotrace import dtypes as dt
 from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
-from hlotrace.ops.pooling import adaptive_counts, adaptive_windows, avg_divisors, compute_dtype, lowest
+from hlotrace.ops.pooling import adaptive_counts, avg_divisors, compute_dtype, lowest
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 
@@ -73,13 +73,15 @@ def reduce_window(operands, avals, inits, window, strides, padding, combine):
     return list(op.results), out
 
 
-def _reduce_dim(operands, avals, inits, dim, combine):
-    shape = tuple(d for i, d in enumerate(avals[0].shape) if i != dim)
+def _reduce_dim(operands, avals, inits, dims, combine):
+    """Variadic ``stablehlo.reduce`` over ``dims`` (an int or a tuple)."""
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    shape = tuple(d for i, d in enumerate(avals[0].shape) if i not in dims)
     op = stablehlo.ReduceOp(
         [hlo.tensor_type(shape, a.dtype) for a in avals],
         list(operands),
         [hlo.constant(v, a.dtype) for v, a in zip(inits, avals, strict=True)],
-        [dim],
+        list(dims),
     )
     _fill_body(op.body, avals, combine)
     return list(op.results)
@@ -142,6 +144,12 @@ def window_reduce(operands, avals, dim, windows, inits, combine):
         taken = hlo.reshape(_take(value, aval, dim, rows), expanded, aval.dtype)
         gathered.append(taken if min(sizes) == k else hlo.select(mask, taken, hlo.constant(init, aval.dtype, expanded)))
     return _reduce_dim(gathered, [Aval(expanded, a.dtype) for a in avals], inits, dim + 1, combine), out
+
+
+def adaptive_windows(n: int, m: int) -> list[tuple[int, int]]:
+    """PyTorch's adaptive windows ``[floor(i * n / m), ceil((i + 1) * n / m))``, derived here
+    rather than imported from the op's module, so that the property tests compare two."""
+    return [((i * n) // m, ((i + 1) * n + m - 1) // m) for i in range(m)]
 
 
 def adaptive_reduce(operands, avals, inits, output_size, combine):

@@ -1,13 +1,17 @@
 """Lowering rules for hlotrace/ops/pooling_grad.py (imported by rules/pooling.py).
 
-- The max backward ops find each window's element as a (value, flat index) reduction with
-  ``argmax_combine`` and scatter-add ``ct`` there (``stablehlo.scatter``); the gathers
-  reduce (value, flat index, payload) the same way. Not ``stablehlo.select_and_scatter``:
-  XLA:CPU expands it into a reduce_window over its select comparator (not associative),
-  and with padding along W that picks a later tied maximum (checked with jaxlib 0.10.2:
-  rows [-2, 2], [2, 0] under one 2x2 window selected the second row's 2). avg_pool2d_backward spreads ``ct / divisor`` by a reduce_window over
-  ``ct`` interior-padded by stride - 1, adaptive_avg_pool2d_backward by the windows of the
-  input rows (columns) each output row (column) covers.
+- The max ops find each window's element as a (value, flat index) reduction with
+  ``argmax_combine``; the gathers carry the payload along. The backward ops then give each
+  input element the sum of the cotangents of the windows that hold it and selected it:
+  for max_pool2d, k*k shifted slices of the selected indices and ``ct`` spread ``stride``
+  apart (compares, selects and adds that XLA fuses, summed in window order as the
+  reference), for the adaptive pool a gather of the windows holding each row and column.
+  Not ``stablehlo.select_and_scatter``: XLA:CPU expands it into a reduce_window over its
+  select comparator (not associative), and with padding along W that picks a later tied
+  maximum (jaxlib 0.10.2: rows [-2, 2], [2, 0] under one 2x2 window selected the second
+  row's 2). Nor ``stablehlo.scatter``: it compiled ~3x slower than these.
+- avg_pool2d_backward is a reduce_window over ``ct / divisor`` spread ``stride`` apart;
+  adaptive_avg_pool2d_backward reduces, per input row (column), the windows holding it.
 - Accumulation in float32 for float16/bfloat16 and a +0.0 start, as the references.
 """
 
@@ -22,7 +26,10 @@ from hlotrace.lowering.rules.pooling import (
     INDEX,
     NO_INDEX,
     _add,
+    _reduce_dim,
+    _take,
     adaptive_reduce,
+    adaptive_windows,
     argmax_combine,
     empty_result,
     flat_index,
@@ -30,9 +37,9 @@ from hlotrace.lowering.rules.pooling import (
     window_geometry,
     window_reduce,
 )
-from hlotrace.ops.pooling import adaptive_counts, adaptive_windows, avg_divisors, compute_dtype, lowest
+from hlotrace.ops.pooling import adaptive_counts, avg_divisors, compute_dtype, lowest
 from hlotrace.ops.registry import Aval
-from hlotrace.runtime.jaxlib_compat import ir, stablehlo
+from hlotrace.runtime.jaxlib_compat import stablehlo
 
 
 def _widen(value, aval: Aval):
@@ -45,59 +52,42 @@ def _finish(value, wide: Aval, out: Aval):
     return hlo.convert(hlo.plus_zero(value, wide), wide, out.dtype)
 
 
+def _transposed_frame(value, aval: Aval, fill, input_size, kernel_size, stride, padding):
+    """``value`` (N, C, OH, OW) spread ``stride`` apart and padded with ``fill``, so that the
+    windows holding input element (h, w) sit at (h + a, w + b), 0 <= a, b < k, in window
+    order (window i covers rows i*s - p .. i*s - p + k - 1). Returns (frame, its aval)."""
+    low = [0, 0, *(k - 1 - p for k, p in zip(kernel_size, padding, strict=True))]
+    high = [0, 0]
+    high += [n + p - (m - 1) * s - 1 for n, p, m, s in zip(input_size, padding, aval.shape[2:], stride, strict=True)]
+    interior = [0, 0, *(s - 1 for s in stride)]
+    shape = tuple(lo + hi + d + (d - 1) * i for lo, hi, d, i in zip(low, high, aval.shape, interior, strict=True))
+    frame = stablehlo.PadOp(value, hlo.constant(fill, aval.dtype), low, high, interior).result
+    return frame, Aval(shape, aval.dtype)
+
+
 @rule("max_pool2d_backward")
 def _max_pool2d_backward(ctx, x, ct, *, kernel_size, stride, padding):
     (x_aval, ct_aval), out = ctx.in_avals, ctx.out_aval
     if (zeros := empty_result(ctx)) is not None:
         return zeros
     operands, avals, inits = _selection_operands(x, x_aval)
-    window, strides, pads = window_geometry(kernel_size, stride, padding)
+    combine = argmax_combine(x_aval.dtype)
     (_, index), (_, index_aval) = reduce_window(
-        operands, avals, inits, window, strides, pads, argmax_combine(x_aval.dtype)
+        operands, avals, inits, *window_geometry(kernel_size, stride, padding), combine
     )
-    return _scatter_add(index, index_aval, ct, ct_aval, out)
-
-
-def _scatter_add(index, index_aval: Aval, ct, ct_aval: Aval, out: Aval):
-    """Zeros of ``out`` with ``ct`` (N, C, OH, OW) added at the flat spatial positions
-    ``index`` of each plane: one ``stablehlo.scatter`` over the flattened result."""
+    value, wide = _widen(ct, ct_aval)
+    geometry = (out.shape[2:], kernel_size, stride, padding)
+    index_frame, _ = _transposed_frame(index, index_aval, NO_INDEX, *geometry)
+    ct_frame, _ = _transposed_frame(value, wide, 0, *geometry)
+    position, zero = flat_index(out.shape), hlo.constant(0, wide.dtype, out.shape)
     n, c, h, w = out.shape
-    size = n * c * h * w
-    flat_dtype = INDEX if size < 2**31 else dt.int64
-    shape = index_aval.shape
-    index = hlo.convert(index, index_aval, flat_dtype)
-
-    def iota(dim):
-        return stablehlo.IotaOp(hlo.tensor_type(shape, flat_dtype), dim).result
-
-    def times(value, factor):
-        return stablehlo.MulOp(value, hlo.constant(factor, flat_dtype, shape)).result
-
-    plane = stablehlo.AddOp(times(iota(0), c), iota(1)).result
-    flat = stablehlo.AddOp(times(plane, h * w), index).result
-    count = int(np.prod(shape))
-    updates, wide = _widen(ct, ct_aval)
-    scatter = stablehlo.ScatterOp(
-        [hlo.tensor_type((size,), wide.dtype)],
-        [hlo.constant(0, wide.dtype, (size,))],
-        hlo.reshape(flat, (count, 1), flat_dtype),
-        [hlo.reshape(updates, (count,), wide.dtype)],
-        stablehlo.ScatterDimensionNumbers.get(
-            update_window_dims=[],
-            inserted_window_dims=[0],
-            input_batching_dims=[],
-            scatter_indices_batching_dims=[],
-            scattered_dims_to_operand_dims=[0],
-            index_vector_dim=1,
-        ),
-        indices_are_sorted=False,
-        unique_indices=False,
-    )
-    scalar = hlo.tensor_type((), wide.dtype)
-    block = scatter.update_computation.blocks.append(scalar, scalar)
-    with ir.InsertionPoint(block):
-        stablehlo.ReturnOp(_add([block.arguments[0]], [block.arguments[1]]))
-    total = hlo.reshape(scatter.results[0], out.shape, wide.dtype)
+    total = None
+    for a in range(kernel_size[0]):
+        for b in range(kernel_size[1]):
+            start, limit = [0, 0, a, b], [n, c, a + h, b + w]
+            index_at, ct_at = (stablehlo.SliceOp(f, start, limit, [1] * 4).result for f in (index_frame, ct_frame))
+            term = hlo.select(hlo.compare(index_at, position, "EQ", INDEX), ct_at, zero)
+            total = term if total is None else stablehlo.AddOp(total, term).result
     return _finish(total, Aval(out.shape, wide.dtype), out)
 
 
@@ -118,8 +108,8 @@ def _max_pool2d_gather(ctx, x, g, *, kernel_size, stride, padding):
     if (zeros := empty_result(ctx)) is not None:
         return zeros
     operands, avals, inits = _selection_operands(x, x_aval, g, g_aval)
-    window, strides, pads = window_geometry(kernel_size, stride, padding)
-    results, _ = reduce_window(operands, avals, inits, window, strides, pads, argmax_combine(x_aval.dtype))
+    combine = argmax_combine(x_aval.dtype)
+    results, _ = reduce_window(operands, avals, inits, *window_geometry(kernel_size, stride, padding), combine)
     return results[2]
 
 
@@ -132,23 +122,9 @@ def _avg_pool2d_backward(ctx, ct, *, input_size, kernel_size, stride, padding, c
     divisors = avg_divisors(input_size, kernel_size, stride, padding, count_include_pad)
     spread = hlo.broadcast_in_dim(hlo.constant(divisors, wide.dtype, divisors.shape), wide.shape, [2, 3])
     scaled = stablehlo.DivOp(value, spread).result
-    # Window i covers input rows i*s - p .. i*s - p + k - 1: with ct's rows s apart, row h
-    # sums the k entries ending at h + p, a stride-1 window over ct padded by k - 1 - p.
-    low = [0, 0, *(k - 1 - p for k, p in zip(kernel_size, padding, strict=True))]
-    high = [
-        0,
-        0,
-        *(n + p - (m - 1) * s - 1 for n, p, m, s in zip(input_size, padding, ct_aval.shape[2:], stride, strict=True)),
-    ]
-    interior = [0, 0, *(s - 1 for s in stride)]
-    padded = stablehlo.PadOp(scaled, hlo.constant(0, wide.dtype), low, high, interior).result
-    padded_shape = tuple(
-        lo + hi + d + (d - 1) * i for lo, hi, d, i in zip(low, high, wide.shape, interior, strict=True)
-    )
+    frame, frame_aval = _transposed_frame(scaled, wide, 0, input_size, kernel_size, stride, padding)
     window = (1, 1, *kernel_size)
-    (total,), (total_aval,) = reduce_window(
-        [padded], [Aval(padded_shape, wide.dtype)], [0.0], window, (1, 1, 1, 1), [(0, 0)] * 4, _add
-    )
+    (total,), (total_aval,) = reduce_window([frame], [frame_aval], [0.0], window, (1,) * 4, [(0, 0)] * 4, _add)
     return _finish(total, total_aval, out)
 
 
@@ -182,10 +158,29 @@ def _adaptive_max_pool2d_backward(ctx, x, ct):
     if (zeros := empty_result(ctx)) is not None:
         return zeros
     operands, avals, inits = _selection_operands(x, x_aval)
-    (_, index), (_, index_aval) = adaptive_reduce(
-        operands, avals, inits, ct_aval.shape[2:], argmax_combine(x_aval.dtype)
-    )
-    return _scatter_add(index, index_aval, ct, ct_aval, out)
+    combine = argmax_combine(x_aval.dtype)
+    (_, index), (_, index_aval) = adaptive_reduce(operands, avals, inits, ct_aval.shape[2:], combine)
+    value, wide = _widen(ct, ct_aval)
+    # Element (h, w) gathers the (index, ct) of the c_h x c_w windows that may hold it
+    # (slots past the last holding window get NO_INDEX) and sums the ct of those that chose it.
+    values, fills, shape = [index, value], [NO_INDEX, 0], index_aval.shape
+    for dim, n in ((2, out.shape[2]), (4, out.shape[3])):
+        covering = _covering(n, shape[dim])
+        c = max(end - start for start, end in covering)
+        rows = [min(start + t, end - 1) for start, end in covering for t in range(c)]
+        inside = np.array([[start + t < end for t in range(c)] for start, end in covering])
+        expanded = (*shape[:dim], n, c, *shape[dim + 1 :])
+        mask = hlo.broadcast_in_dim(hlo.constant(inside, dt.bool_, inside.shape), expanded, [dim, dim + 1])
+        gathered = []
+        for v, d, fill in zip(values, (INDEX, wide.dtype), fills, strict=True):
+            taken = hlo.reshape(_take(v, Aval(shape, d), dim, rows), expanded, d)
+            gathered.append(hlo.select(mask, taken, hlo.constant(fill, d, expanded)))
+        values, shape = gathered, expanded
+    position = hlo.broadcast_in_dim(flat_index(out.shape), shape, [0, 1, 2, 4])
+    hit = hlo.compare(values[0], position, "EQ", INDEX)
+    terms = hlo.select(hit, values[1], hlo.constant(0, wide.dtype, shape))
+    (total,) = _reduce_dim([terms], [Aval(shape, wide.dtype)], [0.0], (3, 5), _add)
+    return _finish(total, Aval(out.shape, wide.dtype), out)
 
 
 @rule("adaptive_max_pool2d_gather")

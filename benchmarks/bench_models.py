@@ -139,7 +139,9 @@ def _jax_step(loss_fn):
     import jax.numpy as jnp
 
     def step(params, buffers, m, v, t, lr, *batch):
-        (loss, new_buffers), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, buffers, *batch)
+        # Full float32 convolutions and matmuls, as hlotrace asks for (jax's GPU default is TF32).
+        with jax.default_matmul_precision("highest"):
+            (loss, new_buffers), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, buffers, *batch)
         params, m, v, t = _adamw(jnp, params, grads, m, v, t, lr)
         return loss, params, {**buffers, **new_buffers}, m, v, t
 

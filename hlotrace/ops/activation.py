@@ -2,9 +2,10 @@
 
 Float tensors only. float16 and bfloat16 are computed in float32 and rounded once (float32
 and float64 in their own dtype), like ``sigmoid`` in :mod:`hlotrace.ops.nn`; the NumPy
-references evaluate the same formulas in float64 and round once (softplus's threshold test
-excepted, see there). NaN propagates through every op. Semantics, and where they differ
-from PyTorch:
+references evaluate the same formulas in float64 and round once, except leaky_relu's
+product and softplus's ``beta * x`` (for its threshold test), which they form in the compute
+dtype as the rules do, bit for bit. NaN propagates through every op. Semantics, and where
+they differ from PyTorch:
 
 - ``gelu(x, approximate="none")``: ``x * Φ(x)`` with ``Φ(x) = erfc(-x / sqrt(2)) / 2`` (the
   standard normal CDF; PyTorch writes ``(1 + erf(x / sqrt(2))) / 2``, which cancels to 0 for

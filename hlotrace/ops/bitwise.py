@@ -28,7 +28,7 @@ import numpy as np
 from hlotrace import dtypes as dt
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import broadcast_shapes
-from hlotrace.ops.math import sometimes_other_dtypes
+from hlotrace.ops.math_samples import sometimes_other_dtypes
 from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OPS, Aval, OpDef, apply, register_op
 
 FAMILY = "bitwise"

@@ -13,7 +13,7 @@ the definition the lowering rules must match. Differences from NumPy and PyTorch
   float16/bfloat16 are computed in float32 and rounded once, as NumPy's and ml_dtypes'
   half-precision loops do.
 - ``erf``: NumPy has none; the reference is ``math.erf`` in float64, rounded to the result
-  dtype (scipy.special.erf / torch.erf agree within an ulp).
+  dtype (as ``scipy.special.erf`` and ``torch.erf``); the rule is ``chlo.erf``.
 - ``sinh``/``cosh``: finite wherever NumPy's are, up to the overflow threshold
   (``sinh(89.4)`` in float32 is 3.4e38; ``jax.numpy.sinh`` gives inf there).
 - ``square`` of an integer wraps (``46341**2`` in int32 is negative), as NumPy;
@@ -55,13 +55,22 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
 from hlotrace.ops.elementwise import float_result_dtype
+from hlotrace.ops.math_samples import (
+    EXP_OVERFLOW,
+    HALF_EXP_OVERFLOW,
+    overflow_edge_sample,
+    rounding_sample,
+    sign_sample,
+    small_values_sample,
+    sometimes_other_dtypes,
+    unary_sample,
+)
 from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OPS, Aval, OpDef, apply, register_op
 
 FAMILY = "math"
@@ -141,98 +150,20 @@ def _erf_reference(x):
     return _erf_float64(x.astype(np.float64)).astype(float_result_dtype(x.dtype))
 
 
-NON_FLOAT_DTYPES = (dt.bool_, *dt.INTEGER)
-
-
-def sometimes_other_dtypes(base_sample, others=NON_FLOAT_DTYPES):
-    """``base_sample`` (whose primary dtype splits the property tests), with one sample in
-    four having an array operand replaced by one of the same shape and a dtype drawn from
-    ``others``. For the dtypes whose path through a rule is one convert (or none): they are
-    tested within the other dtypes' tests, where a test each would add a minute to a run."""
-
-    def sample(s):
-        @s.st.composite
-        def draw_sample(draw):
-            from hlotrace.testing.sampling import fit_int_scalars
-
-            base = draw(base_sample(s))
-            rng = s.generator(draw)
-            positions = [i for i, a in enumerate(base.args) if isinstance(a, np.ndarray)]
-            if rng.random() >= 1 / 4 or not positions:
-                return base
-            args = list(base.args)
-            i = positions[rng.integers(0, len(positions))]
-            args[i] = draw(s.arrays(draw(s.st.sampled_from(others)), args[i].shape))
-            return s.OpSample(fit_int_scalars(args), base.attrs)
-
-        return draw_sample()
-
-    return sample
-
-
-def _unary_sample(name):
-    return lambda s: s.elementwise(1, s.FLOATS, ranges=s.unary_range(name))
-
-
-# The float16/bfloat16 and float32/float64 thresholds above which exp(x) (for expm1) or
-# exp(x)/2 (for sinh, cosh) overflows.
-_EXP_OVERFLOW = {dt.float16: 11.09, dt.bfloat16: 88.72, dt.float32: 88.72, dt.float64: 709.78}
-_HALF_EXP_OVERFLOW = {dt.float16: 11.77, dt.bfloat16: 89.41, dt.float32: 89.41, dt.float64: 710.48}
-
-
-def _overflow_edge_sample(name, thresholds):
-    """The op's default samples, or float values within about 1 of the overflow threshold
-    (either sign; the specials and boundary values too): where one rounding step decides
-    between a finite result and inf."""
-
-    def sample(s):
-        @s.st.composite
-        def edge(draw):
-            base = draw(
-                s.elementwise(1, s.FLOATS, ranges=lambda dtype: (thresholds[dtype] - 1.5, thresholds[dtype] + 0.5))
-            )
-            (x,) = base.args
-            rng = s.generator(draw)
-            flip = rng.random(x.shape) < 0.5
-            return s.OpSample((np.where(flip, -x, x).astype(x.dtype),))
-
-        return s.st.one_of(_unary_sample(name)(s), edge())
-
-    return sample
-
-
-def _small_values_sample(name):
-    """The default samples, or values of magnitude 1e-6..1e-1 where log1p(x) and expm1(x)
-    differ most from log(1 + x) and exp(x) - 1 (relative to the result)."""
-
-    def sample(s):
-        @s.st.composite
-        def small(draw):
-            base = draw(s.elementwise(1, s.FLOATS, ranges=lambda dtype: (-1.0, 1.0)))
-            (x,) = base.args
-            rng = s.generator(draw)
-            scale = 10.0 ** rng.integers(-6, 0, x.shape)
-            return s.OpSample(((x.astype(np.float64) * scale).astype(x.dtype),))
-
-        return s.st.one_of(_unary_sample(name)(s), small())
-
-    return sample
-
-
 _FLOAT_UNARY = [
     # name, reference, vjp, sample, doc
     (
         "log1p",
         _float_reference(np.log1p),
         lambda ct, out, x: (F.divide(ct, F.add(x, 1.0)),),
-        _small_values_sample("log1p"),
+        small_values_sample("log1p"),
         "log(1 + x), accurate for small |x|",
     ),
     (
         "expm1",
         _float_reference(np.expm1),
         lambda ct, out, x: (F.multiply(ct, F.exp(x)),),  # not out + 1: it cancels for x << 0
-        lambda s: s.st.one_of(_small_values_sample("expm1")(s), _overflow_edge_sample("expm1", _EXP_OVERFLOW)(s)),
+        lambda s: s.st.one_of(small_values_sample("expm1")(s), overflow_edge_sample("expm1", EXP_OVERFLOW)(s)),
         "exp(x) - 1, accurate for small |x|",
     ),
     (
@@ -240,35 +171,35 @@ _FLOAT_UNARY = [
         _erf_reference,
         # d erf(x) = 2 / sqrt(pi) * exp(-x²)
         lambda ct, out, x: (F.multiply(F.multiply(ct, 2.0 / math.sqrt(math.pi)), F.exp(F.negative(F.square(x)))),),
-        _unary_sample("erf"),
+        unary_sample("erf"),
         "the error function 2/sqrt(pi) * integral of exp(-t²) from 0 to x",
     ),
     (
         "tan",
         _float_reference(np.tan),
         lambda ct, out, x: (F.multiply(ct, F.add(F.square(out), 1.0)),),
-        _unary_sample("tan"),
+        unary_sample("tan"),
         "tangent",
     ),
     (
         "arctan",
         _float_reference(np.arctan),
         lambda ct, out, x: (F.divide(ct, F.add(F.square(x), 1.0)),),
-        _unary_sample("arctan"),
+        unary_sample("arctan"),
         "inverse tangent, in [-pi/2, pi/2]",
     ),
     (
         "sinh",
         _float_reference(np.sinh),
         lambda ct, out, x: (F.multiply(ct, F.cosh(x)),),
-        _overflow_edge_sample("sinh", _HALF_EXP_OVERFLOW),
+        overflow_edge_sample("sinh", HALF_EXP_OVERFLOW),
         "hyperbolic sine, finite up to NumPy's overflow threshold",
     ),
     (
         "cosh",
         _float_reference(np.cosh),
         lambda ct, out, x: (F.multiply(ct, F.sinh(x)),),
-        _overflow_edge_sample("cosh", _HALF_EXP_OVERFLOW),
+        overflow_edge_sample("cosh", HALF_EXP_OVERFLOW),
         "hyperbolic cosine, finite up to NumPy's overflow threshold",
     ),
     (
@@ -276,7 +207,7 @@ _FLOAT_UNARY = [
         _float_reference(np.reciprocal),
         # d(1/x) = -1/x² = -out²
         lambda ct, out, x: (F.negative(F.multiply(ct, F.square(out))),),
-        _unary_sample("reciprocal"),
+        unary_sample("reciprocal"),
         "1 / x as a float (integers give float32/float64, unlike NumPy's integer reciprocal)",
     ),
 ]
@@ -316,47 +247,6 @@ def _sign_reference(x):
     return np.where(wide > 0, 1.0, np.where(wide < 0, -1.0, np.where(wide == 0, 0.0, wide))).astype(x.dtype)
 
 
-def _round_ties(dtype) -> list[float]:
-    """Values where rounding rules differ: halves (ties to even), the float just below 0.5
-    (floor(x + 0.5) gives 1 there), odd integers at 2**23 + 1 and 2**52 + 1 (x + 0.5 rounds
-    up to the next even integer)."""
-    below_half = 0.5 - float(ml_dtypes.finfo(dtype).eps) / 4
-    values = [0.5, 1.5, 2.5, 3.5, 4.5, -0.5, -1.5, -2.5, below_half, -below_half, 2.0**23 + 1, 2.0**52 + 1]
-    return [*values, -(2.0**23 + 1), -(2.0**52 + 1)]
-
-
-def _rounding_sample(s):
-    """Float samples with a third of the elements of most arrays replaced by halves and
-    near-halves (see _round_ties), where round/floor/ceil/sign lowerings differ."""
-
-    @s.st.composite
-    def sample(draw):
-        (x,) = draw(s.elementwise(1, s.FLOATS)).args
-        rng = s.generator(draw)
-        if rng.random() < 3 / 4:
-            pool = np.asarray(_round_ties(x.dtype))
-            picked = pool[rng.integers(0, len(pool), x.shape)]
-            with np.errstate(over="ignore"):
-                x = np.where(rng.random(x.shape) < 1 / 3, picked, x.astype(np.float64)).astype(x.dtype)
-        return s.OpSample((x,))
-
-    return sample()
-
-
-def _sign_sample(s):
-    """_rounding_sample with ±0.0 moved to ±2**-8: sign jumps by 1 on either side of 0, a
-    symmetric jump that the gradient check cannot tell from a slope of 1 / h (+0.0 and -0.0
-    still reach the property tests as the literal fills of captured constants)."""
-
-    @s.st.composite
-    def sample(draw):
-        (x,) = draw(_rounding_sample(s)).args
-        wide = x.astype(np.float64)
-        return s.OpSample((np.where(wide == 0, np.copysign(2.0**-8, wide), wide).astype(x.dtype),))
-
-    return sample()
-
-
 def _square_vjp(ct, out, x):
     return (F.multiply(F.multiply(ct, 2.0), x),)
 
@@ -377,7 +267,7 @@ _register(
     "floor",
     _rounding_reference(np.floor),
     lambda x: x,
-    sometimes_other_dtypes(_rounding_sample),
+    sometimes_other_dtypes(rounding_sample),
     _zero_vjp,
     "largest integer <= x; integers and bools unchanged; zero gradient",
 )
@@ -385,7 +275,7 @@ _register(
     "ceil",
     _rounding_reference(np.ceil),
     lambda x: x,
-    sometimes_other_dtypes(_rounding_sample),
+    sometimes_other_dtypes(rounding_sample),
     _zero_vjp,
     "smallest integer >= x; integers and bools unchanged; zero gradient",
 )
@@ -393,7 +283,7 @@ _register(
     "round",
     _rounding_reference(np.rint),
     lambda x: x,
-    sometimes_other_dtypes(_rounding_sample),
+    sometimes_other_dtypes(rounding_sample),
     _zero_vjp,
     "nearest integer, halves to even (NumPy's round, decimals=0); zero gradient",
 )
@@ -401,7 +291,7 @@ _register(
     "sign",
     _sign_reference,
     _sign_infer,
-    sometimes_other_dtypes(_sign_sample, dt.INTEGER),
+    sometimes_other_dtypes(sign_sample, dt.INTEGER),
     _zero_vjp,
     "-1, 0 or 1 in x's dtype; sign(NaN) is NaN, sign(-0.0) is +0.0; zero gradient",
 )

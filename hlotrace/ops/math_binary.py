@@ -11,7 +11,8 @@ from hlotrace import dtypes as dt
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F, broadcast_shapes
 from hlotrace.ops.elementwise import float_result_dtype
-from hlotrace.ops.math import FAMILY, NUMERIC_DTYPES, _no_attrs, _zero_vjp, compute_dtype, sometimes_other_dtypes
+from hlotrace.ops.math import FAMILY, NUMERIC_DTYPES, _no_attrs, _zero_vjp, compute_dtype
+from hlotrace.ops.math_samples import sometimes_other_dtypes
 from hlotrace.ops.registry import OPS, Aval, OpDef, apply, register_op
 
 __all__ = ["atan2", "floor_divide", "mod"]
@@ -122,24 +123,49 @@ def _small_int(value):
     return value
 
 
+def _plant_snaps(rng, x, y, out):
+    """``x`` with each element replaced, where one of 64 random candidates ±(3..40 + u) * y
+    (|u| < 1/2) has it, by one whose quotient (x - fmod(x, y)) / y, in the compute dtype of
+    ``out``, rounds to just below an integer: the cases only NumPy's snap to the nearest
+    integer gets right (a few % of the candidates in float32 when y has a full mantissa)."""
+    full = np.broadcast_shapes(x.shape, np.shape(y))
+    wide = compute_dtype(out)
+    b = np.broadcast_to(np.asarray(y).astype(out).astype(wide), full)
+    quotients = rng.integers(3, 41, (64, *full)) + rng.uniform(-0.5, 0.5, (64, *full))
+    with np.errstate(all="ignore"):
+        candidates = (rng.choice([-1.0, 1.0], (64, *full)) * quotients * b.astype(np.float64)).astype(x.dtype)
+    a = candidates.astype(out).astype(wide)
+    with np.errstate(all="ignore"):
+        rem = np.fmod(a, b)
+        div = (a - rem) / b
+        div = np.where((rem != 0) & ((rem < 0) != (b < 0)), div - 1, div)
+        snaps = div - np.floor(div) > 0.5
+    first = np.argmax(snaps, axis=0)
+    found = np.take_along_axis(snaps, first[None], 0)[0]
+    picked = np.take_along_axis(candidates, first[None], 0)[0]
+    return np.where(found, picked, np.broadcast_to(x, full)).astype(x.dtype)
+
+
 def _division_sample(s):
-    """Elementwise operands (float divisors scaled down by 8 half the time; see MIN_DIVISOR),
-    then (on about half the samples each) exact multiples planted in x (x = k * y, where
-    signed zeros and the snap to an integer decide), and for integers INT_MIN in x against
-    -1 and 0 in y (the wrapping and division-by-zero cases)."""
+    """Elementwise operands (see MIN_DIVISOR); on a quarter of the float samples, divisors
+    of a full mantissa and x whose quotient needs NumPy's snap (see _plant_snaps); else on
+    about half the samples each, exact multiples planted in x (x = k * y, where signed zeros
+    decide) and for integers INT_MIN in x against -1 and 0 in y (wrapping, division by 0)."""
 
     @s.st.composite
     def sample(draw):
         x, y = draw(s.elementwise(2, NUMERIC_DTYPES)).args
         rng = s.generator(draw)
-        if isinstance(y, np.ndarray) and y.dtype in dt.FLOATING and rng.random() < 1 / 2:
-            # Divisors mostly below 1.25: quotients of 8 and more, where (x - fmod) / y
-            # often rounds to just below an integer and only NumPy's snap gets it back.
-            y = (y.astype(np.float64) / 8).astype(y.dtype)
         y = _no_tiny(y)
         kinds = [a.dtype if isinstance(a, np.ndarray) else dt.Weak(type(a)) for a in (x, y)]
-        if dt.promote(*kinds) in dt.FLOATING:
+        out = dt.promote(*kinds)
+        if out in dt.FLOATING:
             x, y = _small_int(x), _small_int(y)
+            if isinstance(x, np.ndarray) and x.dtype == out and rng.random() < 1 / 4:
+                # Divisors with a full mantissa (a short one divides exactly) and x beside them
+                # whose quotient needs the snap: the only place a wrong snap shows.
+                y = (rng.choice([-1.0, 1.0], x.shape) * rng.uniform(0.3, 3.0, x.shape)).astype(x.dtype)
+                return s.OpSample((_plant_snaps(rng, x, y, out), y))
         if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)) or x.dtype != y.dtype:
             return s.OpSample((x, y))
         full = np.broadcast_shapes(x.shape, y.shape)

@@ -171,7 +171,7 @@ def _layer_norm_sample(s):
             count = int(rng.integers(1, min(rank, 3) + 1))
             axes = tuple(range(rank - count, rank))
         else:
-            # Any other set of axes (group_norm's reshape normalizes one middle axis).
+            # Any other set of axes (not only trailing ones: the rule must broadcast back right).
             trailing = True
             while trailing:
                 count = int(rng.integers(1, rank))

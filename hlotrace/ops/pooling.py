@@ -361,14 +361,20 @@ def draw_window(rng):
 
 
 def draw_values(s, draw, rng, dtype, shape, kind):
-    """Operand values. ``kind="max"``: ties (few distinct values) a third of the time, else
-    any values of the dtype; floats sometimes mostly -inf (all -inf windows) or with NaN
-    planted. ``kind="sum"``: multiples of 1/16 in [-8, 8] (exact sums in any order), some
-    specials."""
+    """Operand values. ``kind="max"``: ties (values -1, 0, 1) a third of the time, else any
+    values of the dtype; floats sometimes mostly -inf (all -inf windows) or with NaN planted.
+    ``kind="sum"``: multiples of 1/16 in [-8, 8] (exact sums in any order), some specials;
+    float16/bfloat16 sometimes 2048 (256) among values just under 1: exact sums in float32 only."""
     if kind == "sum":
-        return draw(s.arrays(dtype, shape, s.values(dtype, -8.0, 8.0, grid_bits=4, boundary_rate=0.0)))
+        x = draw(s.arrays(dtype, shape, s.values(dtype, -8.0, 8.0, grid_bits=4, boundary_rate=0.0)))
+        if dtype.itemsize == 2 and rng.random() < 1 / 4:
+            # The others just below half a unit in the last place of the big ones (2): a half
+            # precision sum loses each of them.
+            big = np.asarray(2048.0 if dtype == dt.float16 else 256.0, dtype)
+            x = np.where(rng.random(shape) < 0.2, big, rng.choice([0.75, 0.875, 0.9375], shape)).astype(dtype)
+        return x
     if rng.random() < 1 / 3:
-        elements = s.values(dtype, -2, 2, grid_bits=0, boundary_rate=0.0, special_rate=1 / 32)
+        elements = s.values(dtype, -1, 1, grid_bits=0, boundary_rate=0.0, special_rate=1 / 32)
     else:
         elements = s.values(dtype, special_rate=1 / 16)
     x = draw(s.arrays(dtype, shape, elements))
@@ -405,13 +411,13 @@ def window_sample(s, name):
 
 
 def draw_output_size(rng, size):
-    """(spelled, canonical) adaptive output sizes: dividing the input or not, larger than
-    it, equal to it; an int, a pair, or a pair with None entries."""
+    """(spelled, canonical) adaptive output sizes: 1 (windows of whole rows or columns),
+    dividing the input or not, larger than it; an int, a pair, or a pair with None entries."""
     out = []
     for n in size:
         pick = rng.random()
         divisors = [d for d in range(1, n + 1) if n % d == 0]
-        out.append(int(rng.choice(divisors)) if pick < 0.35 else int(rng.integers(1, 9)))
+        out.append(1 if pick < 0.2 else int(rng.choice(divisors)) if pick < 0.5 else int(rng.integers(1, 9)))
     spelled = out[0] if out[0] == out[1] and rng.random() < 0.5 else tuple(out)
     if rng.random() < 1 / 6:
         keep = int(rng.integers(0, 2))
@@ -426,6 +432,8 @@ def adaptive_case(s, draw, rng, dtype, kind, large=False):
         out = tuple(int(v) for v in rng.choice([1, 2, 4], 2))
         return x, out, out
     shape = draw_nchw(rng)
+    if rng.random() < 1 / 5:  # few rows, many columns: where a flat index h * H + w collides
+        shape = (*shape[:2], int(rng.integers(2, 4)), int(rng.integers(5, 8)))
     spelled, out = draw_output_size(rng, shape[2:])
     return draw_values(s, draw, rng, dtype, shape, kind), spelled, out
 

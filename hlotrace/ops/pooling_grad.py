@@ -55,10 +55,12 @@ __all__ = [
 
 _WINDOW = ("kernel_size", "stride", "padding")
 
-# The dtypes the samples of these ops draw (each op admits every float dtype): float16 runs
-# the same convert-accumulate-round path as bfloat16, and dropping it keeps the family's
-# generated tests within their time budget.
-SAMPLED_DTYPES = (dt.bfloat16, dt.float32, dt.float64)
+# The dtypes the samples of these ops draw (each op admits every float dtype): bfloat16
+# runs the same convert-accumulate-round path as float16, where XLA:CPU computes bfloat16
+# in float32 and skips intermediate roundings (xla_allow_excess_precision), so float16 is
+# the half type whose test shows a missing float32 accumulation; leaving bfloat16 out keeps
+# the family's generated tests within their time budget.
+SAMPLED_DTYPES = (dt.float16, dt.float32, dt.float64)
 
 
 def _same(a: Aval, b: Aval, what_a: str, what_b: str, shape=None) -> None:

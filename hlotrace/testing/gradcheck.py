@@ -111,15 +111,19 @@ def check_vjp_fd(op: OpDef, sample: OpSample, rng: np.random.Generator) -> int:
             plus[k][at] += h
             minus[k][at] -= h
             fp, fm = f(plus), f(minus)
-            forward, backward = (fp - f0) / h, (f0 - fm) / h
+            forward, backward = float(fp - f0) / h, float(f0 - fm) / h
             if not np.isfinite([forward, backward]).all():
                 continue
             if abs(forward - backward) > KINK * (abs(forward) + abs(backward)) + 1e-6:
                 continue
-            central = (fp - fm) / (2 * h)
+            expected = (fp - fm) / (2 * h)
+            if abs(forward - backward) > FD_TOLERANCE.rtol * (abs(forward) + abs(backward)):
+                # A mild kink (e.g. two cotangents meeting at a sort tie): the derivative from
+                # either side is an answer a VJP may give, the central difference neither.
+                expected = min((expected, forward, backward), key=lambda v: abs(g[at] - v))
             assert_close(
                 np.array([g[at]]),
-                np.array([central]),
+                np.array([expected]),
                 FD_TOLERANCE._replace(atol=FD_TOLERANCE.atol * (1 + abs(f0))),
                 what=f"d/d(input {positions[k]}){list(at)} of sum(w * {op.name}(...)) for {sample!r}",
             )

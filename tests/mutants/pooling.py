@@ -20,12 +20,25 @@ MUTANTS = [
         ops=("max_pool2d", "adaptive_max_pool2d"),
     ),
     Mutant(
-        id="max-pool-no-nan-guard",
+        id="max-pool-plain-max-for-floats",
+        file=RULES,
+        find="    if aval.dtype not in dt.FLOATING:\n        (value,), _ = reducer(",
+        replace="    if True:\n        (value,), _ = reducer(",
+        why="floats take a plain windowed max: XLA:CPU's vectorized path drops NaN in large windows",
+        ops=("max_pool2d", "adaptive_max_pool2d"),
+    ),
+    Mutant(
+        id="max-pool-nan-flag-dropped",
         file=RULES,
         find="    return hlo.select(any_nan, hlo.constant(np.nan, out.dtype, out.shape), value)",
         replace="    return value",
-        why="the windowed max trusts stablehlo.maximum with NaN: XLA:CPU's vectorized path drops it",
+        why="the any-NaN flag is reduced but not used",
         ops=("max_pool2d", "adaptive_max_pool2d"),
+        equivalent=(
+            "XLA:CPU (jaxlib 0.10.2) keeps NaN in a variadic reduce_window (max, or): only the "
+            "single-operand max goes to the vectorized path that drops it (checked on 64x64 planes, "
+            "k = 2 and 4); the flag guards backends and versions that differ"
+        ),
     ),
     Mutant(
         id="pool-padding-dims-swapped",

@@ -13,7 +13,7 @@ int64 ``x`` int64; ``bool_tensor & 1`` is int32). Differences from NumPy and PyT
   is arithmetic (the sign bit is copied in, ``right_shift(-8, 1) == -4``). A count outside
   ``[0, bits)`` (negative, or the width of the dtype or more) gives what NumPy 2 defines:
   0 for ``left_shift``, and for ``right_shift`` 0 or -1 by the sign of ``x`` (C leaves
-  these undefined; PyTorch's results differ by device). ``left_shift`` wraps:
+  these undefined). ``left_shift`` wraps:
   ``left_shift(1, 31)`` in int32 is ``INT32_MIN``.
 - ``logical_xor(x, y)``: truth of exactly one of ``x``, ``y`` (nonzero is true, NaN too);
   any dtypes, bool result.

@@ -19,8 +19,7 @@ the definition the lowering rules must match. Differences from NumPy and PyTorch
 - ``square`` of an integer wraps (``46341**2`` in int32 is negative), as NumPy;
   ``square(bool)`` is refused (NumPy gives int8, which hlotrace lacks).
 - ``floor``/``ceil``/``round`` of integers and bools return the input unchanged and keep
-  its dtype (NumPy 2.x for floor/ceil; NumPy's ``round`` of bool gives float16, PyTorch
-  refuses integer ``floor`` on old versions). ``round`` is NumPy's ``round(x, decimals=0)``:
+  its dtype (NumPy 2.x for floor/ceil; NumPy's ``round`` of bool gives float16). ``round`` is NumPy's ``round(x, decimals=0)``:
   halves go to the even neighbour (``round(2.5) == 2``, ``round(-0.5) == -0.0``), as
   ``torch.round``; Python's ``round`` agrees, C's ``round`` rounds half away from zero.
 - ``sign``: -1, 0 or 1 in the input dtype; ``sign(NaN)`` is NaN and ``sign(-0.0)`` is
@@ -31,18 +30,18 @@ the definition the lowering rules must match. Differences from NumPy and PyTorch
   (``mod(-1, 3) == 2``; ``fmod`` / ``torch.fmod`` take ``x``'s sign). Floats follow NumPy's
   ``divmod`` exactly: a zero result carries ``y``'s sign (``mod(-0.0, 3) == +0.0``,
   ``mod(3, -3) == -0.0``), ``mod(x, ±0)``, ``mod(±inf, y)`` and NaN operands give NaN,
-  ``mod(x, ±inf)`` is ``x`` when ``x`` has the sign of ``y`` (or is ±0) and ``y`` otherwise
-  (``mod(-3, inf) == inf``, Python's ``%`` too). Integers: ``mod(x, 0) == 0`` (NumPy: 0
+  ``mod(x, ±inf)`` is ``x`` when ``x`` has the sign of ``y`` and ``y`` otherwise
+  (``mod(-3, inf) == inf``, Python's ``%`` too; a zero ``x`` gives a zero of ``y``'s sign). Integers: ``mod(x, 0) == 0`` (NumPy: 0
   and a warning; XLA's remainder gives ``x``), ``mod(INT_MIN, -1) == 0``.
 - ``floor_divide(x, y)`` (``//``): floats as NumPy's ``divmod``: ``(x - fmod(x, y)) / y``
   corrected to the floor and snapped to the nearest integer, so
   ``floor_divide(x, ±0)`` is ``x / ±0`` (±inf, NaN for 0 and NaN), ``floor_divide(±inf,
-  y)`` is NaN (PyTorch: ±inf), ``floor_divide(-3, inf) == -1``, and a zero quotient takes
+  y)`` is NaN, ``floor_divide(-3, inf) == -1``, and a zero quotient takes
   the sign of ``x / y``. Integers: ``floor_divide(x, 0) == 0`` (NumPy: 0 and a warning;
-  XLA: -1, PyTorch raises) and ``floor_divide(INT_MIN, -1) == INT_MIN`` (wraps, as NumPy).
+  XLA's divide gives -1) and ``floor_divide(INT_MIN, -1) == INT_MIN`` (wraps, as NumPy).
   ``mod``/``floor_divide`` of two bools are refused (NumPy gives int8).
 - ``atan2(x, y)`` is NumPy's ``arctan2(x, y)``, the angle of the point ``(y, x)``, with
-  C99's special values (``atan2(±0, -0.0) == ±pi``, ``atan2(±inf, ±inf) == ±pi/4`` ...).
+  C99's special values (``atan2(±0, -0.0) == ±pi``, ``atan2(±inf, inf) == ±pi/4`` ...).
 - ``isnan``/``isinf``/``isfinite``: every dtype; integers and bools are finite, never NaN
   nor infinite.
 

@@ -111,7 +111,7 @@ def check_vjp_fd(op: OpDef, sample: OpSample, rng: np.random.Generator) -> int:
             plus[k][at] += h
             minus[k][at] -= h
             fp, fm = f(plus), f(minus)
-            forward, backward = float(fp - f0) / h, float(f0 - fm) / h
+            forward, backward = float((fp - f0) / h), float((f0 - fm) / h)
             if not np.isfinite([forward, backward]).all():
                 continue
             if abs(forward - backward) > KINK * (abs(forward) + abs(backward)) + 1e-6:

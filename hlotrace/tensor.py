@@ -253,6 +253,18 @@ class Tensor:
     def __rtruediv__(self, other):
         return F.divide(other, self)
 
+    def __floordiv__(self, other):
+        return F.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return F.floor_divide(other, self)
+
+    def __mod__(self, other):
+        return F.mod(self, other)
+
+    def __rmod__(self, other):
+        return F.mod(other, self)
+
     def __pow__(self, other):
         return F.power(self, other)
 

@@ -256,3 +256,14 @@ def test_public_functions_and_ops():
             op = OPS.get(name, OPS["bitwise_not"] if name == "invert" else None)
             assert op is not None and op.family == family and op.doc, name
     assert F.round(_t([2.5])).numpy().tolist() == [2.0]
+
+
+def test_tensor_floordiv_and_mod_operators_are_numpys():
+    import hlotrace as ht
+
+    a = np.array([-7, -1, 0, 5, 9], np.int32)
+    x = ht.tensor(a)
+    np.testing.assert_array_equal((x // 3).numpy(), a // 3)
+    np.testing.assert_array_equal((x % -4).numpy(), a % -4)
+    np.testing.assert_array_equal((20 // ht.tensor(np.array([3, -6], np.int32))).numpy(), [6, -4])
+    np.testing.assert_array_equal((7.5 % ht.tensor(np.array([2.0, -2.0], np.float32))).numpy(), [1.5, -0.5])

@@ -13,7 +13,9 @@ from hlotrace import nn
 from hlotrace.autodiff import grad
 from hlotrace.errors import OpError
 from hlotrace.jit import xla_trace
+from hlotrace.ops import OPS
 from hlotrace.ops.pooling import adaptive_windows
+from hlotrace.testing.check import CI_BASE_SEED, STRATEGY_EXAMPLES, property_test
 from hlotrace.trace import Trace
 
 
@@ -230,3 +232,41 @@ def test_pooling_attributes_round_trip_through_trace_files(tmp_path):
     assert loaded.records == f.trace.records
     pool = next(r for r in loaded.records if r.op == "max_pool2d")
     assert tuple(pool.attrs["stride"]) == (2, 1) and tuple(pool.attrs["padding"]) == (1, 0)
+
+
+def _drawn(name, dtype):
+    drawn = []
+    property_test(
+        OPS[name], CI_BASE_SEED, dtype, checker=lambda op, s: drawn.append(s), max_examples=STRATEGY_EXAMPLES
+    )()
+    return drawn
+
+
+def _pairs(value):
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+def test_window_samples_draw_the_attribute_space():
+    samples = _drawn("max_pool2d", np.float32)
+    kernels = {_pairs(s.attrs["kernel_size"]) for s in samples}
+    strides = [s.attrs["stride"] for s in samples]
+    assert {1, 2, 3} <= {k for pair in kernels for k in pair} and any(h != w for h, w in kernels)
+    assert None in strides and any(
+        s.attrs["stride"] is not None and max(_pairs(s.attrs["stride"])) > max(_pairs(s.attrs["kernel_size"]))
+        for s in samples
+    )
+    assert any(max(_pairs(s.attrs["padding"])) > 0 for s in samples)
+    x = [s.args[0] for s in samples]
+    assert any(a.shape[0] == 0 for a in x) and any(a.size >= 4096 for a in x)
+    assert any(np.isnan(a).any() for a in x) and any(a.size and (a == -np.inf).mean() > 0.4 for a in x)
+    assert sum(len(np.unique(a)) <= 4 for a in x if a.size) >= 10  # ties
+    assert {s.attrs["count_include_pad"] for s in _drawn("avg_pool2d", np.float32)} == {True, False}
+
+
+def test_adaptive_samples_draw_output_sizes_dividing_the_input_or_not_and_larger():
+    samples = _drawn("adaptive_avg_pool2d", np.float32)
+    outs = [(s.args[0].shape[2:], _pairs(s.attrs["output_size"])) for s in samples]
+    assert any(o is not None and n % o == 0 and o < n for size, out in outs for n, o in zip(size, out, strict=True))
+    assert any(o is not None and n % o != 0 for size, out in outs for n, o in zip(size, out, strict=True))
+    assert any(o is not None and o > n for size, out in outs for n, o in zip(size, out, strict=True))
+    assert any(None in out for _, out in outs)

@@ -9,7 +9,7 @@
   Not ``stablehlo.select_and_scatter``: XLA:CPU expands it into a reduce_window over its
   select comparator (not associative), and with padding along W that picks a later tied
   maximum (jaxlib 0.10.2: rows [-2, 2], [2, 0] under one 2x2 window selected the second
-  row's 2). Nor ``stablehlo.scatter``: it compiled ~3x slower than these.
+  row's 2). Nor ``stablehlo.scatter``, which compiled slower here.
 - avg_pool2d_backward is a reduce_window over ``ct / divisor`` spread ``stride`` apart;
   adaptive_avg_pool2d_backward reduces, per input row (column), the windows holding it.
 - Accumulation in float32 for float16/bfloat16 and a +0.0 start, as the references.

@@ -24,23 +24,25 @@ from hlotrace.ops.common import F
 from hlotrace.ops.pooling import (
     FAMILY,
     _int_pair,
-    adaptive_case,
     adaptive_counts,
     adaptive_pairs,
     avg_divisors,
     check_keys,
     check_nchw,
     compute_dtype,
-    draw_nchw,
-    draw_output_size,
-    draw_values,
-    draw_window,
     output_size_attr,
     pooled_shape,
     pytorch_argmax,
     window_attrs,
-    window_case,
     windows_of,
+)
+from hlotrace.ops.pooling_samples import (
+    adaptive_case,
+    draw_nchw,
+    draw_output_size,
+    draw_values,
+    draw_window,
+    window_case,
 )
 from hlotrace.ops.registry import Aval, OpDef, apply, register_op
 

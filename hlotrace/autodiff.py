@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from hlotrace import dtypes as dt
 from hlotrace import functional as F
 from hlotrace.errors import OpError
-from hlotrace.ops.registry import NOT_DIFFERENTIABLE, TAPES, OpDef
+from hlotrace.ops.registry import BACKWARD_DEPTH, NOT_DIFFERENTIABLE, TAPES, OpDef
 from hlotrace.source import SourceLocation
 from hlotrace.tensor import Tensor, tensor
 
@@ -123,6 +123,7 @@ class Tape:
         position = TAPES.index(self) if self in TAPES else len(TAPES)
         paused = TAPES[position:]
         del TAPES[position:]
+        BACKWARD_DEPTH[0] += 1
         try:
             cts: dict[int, Tensor] = {}
             for y, ct in zip(outputs, cotangents, strict=True):
@@ -139,6 +140,7 @@ class Tape:
                         _accumulate(cts, key, unbroadcast(g, x))
             return [cts.get(k) if k in needed else None for k in wrt]
         finally:
+            BACKWARD_DEPTH[0] -= 1
             TAPES[position:position] = paused
 
 

@@ -33,3 +33,7 @@ class ShapeDtypeError(ValueError):
     ``ops.apply`` turns it into an :class:`OpError` that adds the op name, the input
     shapes/dtypes and the user's source line.
     """
+
+
+class PassError(HlotraceError):
+    """A pass pipeline is malformed, or a pass failed or broke the module it rewrote."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import TraceError
-from hlotrace.ops.registry import _RECORDER, Aval, OpDef
+from hlotrace.ops.registry import _RECORDER, BACKWARD_DEPTH, Aval, OpDef
 from hlotrace.source import SourceLocation
 from hlotrace.state import is_implicit
 
@@ -68,6 +68,9 @@ class Trace:
     outputs: list[int] = field(default_factory=list)
     constants: dict[int, np.ndarray] = field(default_factory=dict)
     records: list[OpRecord] = field(default_factory=list)
+    # Indices of the records applied during a backward pass (Tape.backward): the remat pass
+    # reads them back from the locations (``rec<i>:<op>:bwd``).
+    backward: set[int] = field(default_factory=set)
 
     def new_var(self, shape, dtype) -> int:
         var_id = len(self.vars)
@@ -122,6 +125,8 @@ class Trace:
                 for r in self.records
             ],
         }
+        if self.backward:
+            doc["backward"] = sorted(self.backward)
         return doc, arrays
 
     def save(self, path: str | os.PathLike) -> None:
@@ -157,6 +162,7 @@ class Trace:
                 if var.dtype == dt.bfloat16:
                     value = value.view(dt.bfloat16)
             trace.constants[c["id"]] = value
+        trace.backward = set(doc.get("backward", ()))
         for r in doc["records"]:
             loc = r.get("location")
             trace.records.append(
@@ -306,6 +312,8 @@ class Recorder:
     def record(self, op: OpDef, attrs: dict, inputs, outputs, location) -> None:
         in_ids = tuple(self.var_of(t, f"op {op.name}", location) for t in inputs)
         out_ids = tuple(self._bind(t, self.trace.new_var(t.shape, t.dtype)) for t in (outputs,))
+        if BACKWARD_DEPTH[0]:
+            self.trace.backward.add(len(self.trace.records))
         self.trace.records.append(OpRecord(op.name, dict(attrs), in_ids, out_ids, location))
 
     def set_outputs(self, tensors) -> None:

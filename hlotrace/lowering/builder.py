@@ -28,6 +28,7 @@ class LoweredModule:
     in_avals: list[Aval]
     out_avals: list[Aval]
     name: str
+    pass_timings: tuple = ()  # hlotrace.passes.PassTiming per pass run over it
 
     def text(self, debug_info: bool = True) -> str:
         """MLIR text; with ``debug_info`` the ``loc(...)`` of every op is printed."""
@@ -52,8 +53,8 @@ def main_function(module: ir.Module):
     raise LoweringError("module has no func.func @main")
 
 
-def _location(index: int, op_name: str, record_location) -> ir.Location:
-    name = f"rec{index}:{op_name}"
+def _location(index: int, op_name: str, record_location, backward: bool = False) -> ir.Location:
+    name = f"rec{index}:{op_name}:bwd" if backward else f"rec{index}:{op_name}"
     if record_location is None:
         return ir.Location.name(name)
     return ir.Location.name(name, childLoc=ir.Location.file(record_location.file, record_location.line, 0))
@@ -159,7 +160,7 @@ def _lower_record(trace: Trace, index: int, record, env: dict) -> None:
     in_avals = tuple(trace.aval(v) for v in record.inputs)
     out_avals = tuple(trace.aval(v) for v in record.outputs)
     rule_ctx = LoweringRuleContext(in_avals, out_avals, record.op, index, record.location)
-    with _location(index, record.op, record.location):
+    with _location(index, record.op, record.location, index in trace.backward):
         try:
             results = fn(rule_ctx, *[env[v] for v in record.inputs], **record.attrs)
         except LoweringError:

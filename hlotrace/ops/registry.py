@@ -82,6 +82,10 @@ NOT_DIFFERENTIABLE = "not differentiable"
 # Active autodiff tapes (hlotrace.autodiff.Tape), innermost last; apply() records into each.
 TAPES: list = []
 
+# How many Tape.backward calls are running: ops applied meanwhile belong to a backward pass
+# (the Recorder marks their records; the remat pass tells forward from backward by it).
+BACKWARD_DEPTH = [0]
+
 
 def is_differentiable(op: OpDef) -> bool:
     """Whether gradients flow through ``op`` (it has, or should have, a VJP)."""

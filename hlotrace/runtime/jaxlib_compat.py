@@ -109,6 +109,15 @@ def alias_arguments(main, num_args: int, donate: dict[int, int]) -> None:
     main.arg_attrs = ir.ArrayAttr.get(attrs)
 
 
+def run_mlir_pass(module: ir.Module, pipeline: str) -> None:
+    """Run MLIR passes named in textual form (``"cse"``, ``"canonicalize{max-iterations=2}"``)
+    over ``module`` in place. Raises ``ir.MLIRError`` when a pass fails."""
+    from jaxlib.mlir.passmanager import PassManager
+
+    with module.context:
+        PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
+
+
 # ---------------------------------------------------------------------------------------
 # PJRT
 # ---------------------------------------------------------------------------------------
@@ -157,8 +166,17 @@ def compiled_hlo_text(executable) -> str:
     return executable.hlo_modules()[0].to_string()
 
 
-def compiled_memory_stats(executable):
-    return executable.get_compiled_memory_stats()
+def compiled_memory_stats(executable) -> dict[str, int]:
+    """XLA's memory plan of a compiled executable, in bytes: temp (scratch buffers),
+    argument, output, alias (outputs written into donated arguments), generated code."""
+    stats = executable.get_compiled_memory_stats()
+    return {
+        "temp": int(stats.temp_size_in_bytes),
+        "argument": int(stats.argument_size_in_bytes),
+        "output": int(stats.output_size_in_bytes),
+        "alias": int(stats.alias_size_in_bytes),
+        "generated_code": int(stats.generated_code_size_in_bytes),
+    }
 
 
 def cost_analysis(executable) -> dict:

@@ -38,6 +38,7 @@ class CompiledEntry:
     num_results: int = -1  # outputs that are the function's results (the rest write state)
     io: StateIO | None = None
     late: tuple = ()  # implicit state tensors read by the step (inputs after the gradients)
+    optimized: object = None  # ``lowered`` after the pass pipeline: what was compiled
 
     def __call__(self, leaves, state=()):
         exe = self.executable

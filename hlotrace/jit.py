@@ -26,12 +26,14 @@ from hlotrace import state
 from hlotrace.compiled import CompiledEntry, donation, state_outputs
 from hlotrace.errors import TraceError
 from hlotrace.ops.registry import _RECORDER
+from hlotrace.passes.manager import DEFAULT_PIPELINE, PASSES_ENV, parse_pipeline
 from hlotrace.random import refusing_draws
 from hlotrace.source import user_location
 from hlotrace.tensor import Tensor
 from hlotrace.trace import Recorder, Trace
 
 DUMP_ENV = "HLOTRACE_DUMP_TO"  # also read by hlotrace.lowering.builder on a verifier failure
+_environ = os.environ
 
 
 # -- argument flattening (the per-call hot path) -----------------------------------------
@@ -134,10 +136,13 @@ def _make_rebuild(template):
 class TracedFunction:
     """A function compiled per input signature; see :func:`xla_trace`."""
 
-    def __init__(self, fn, *, capture_as_const: bool = False, platform: str | None = None):
+    def __init__(self, fn, *, capture_as_const: bool = False, platform: str | None = None, passes: str | None = None):
         self.fn = fn
         self.capture_as_const = capture_as_const
         self.platform = platform
+        if passes is not None:
+            parse_pipeline(passes)  # a bad pipeline fails at decoration, naming the known passes
+        self.passes = passes
         self._cache: dict[tuple, CompiledEntry] = {}
         self._flat_cache: dict[tuple, CompiledEntry] = {}  # same entries, keyed for the hot path
         self._last: CompiledEntry | None = None
@@ -148,10 +153,12 @@ class TracedFunction:
             # Called while another function is being recorded: inline it, so its ops
             # join the outer trace (as a nested jax.jit does).
             return self.fn(*args, **kwargs)
+        # The pass pipeline is part of every cache key ($HLOTRACE_PASSES may change).
+        pipeline = self.passes if self.passes is not None else _environ.get(PASSES_ENV, DEFAULT_PIPELINE)
         if not kwargs:
             # Hot path: positional Tensors only. The key is (shape, dtype) per argument,
             # read straight from the array the Tensor holds.
-            key = []
+            key = [pipeline]
             for arg in args:
                 if type(arg) is not Tensor:
                     break
@@ -163,7 +170,7 @@ class TracedFunction:
                 if entry is not None:
                     return entry(args)
         leaves: list = []
-        key = []
+        key = [pipeline]
         holders: list = []
         try:
             _flatten(args, leaves, key, holders)
@@ -181,15 +188,15 @@ class TracedFunction:
             return entry(leaves, state_tensors)
         snapshot = state.Snapshot([*state_tensors, *leaves])
         try:
-            return self._record_and_compile(tuple(key), args, kwargs, leaves, state_tensors, snapshot)
+            return self._record_and_compile(tuple(key), args, kwargs, leaves, state_tensors, snapshot, pipeline)
         except BaseException:
             # The first call runs eagerly and updates state as it goes: a failure (in the
             # function, the lowering or the compiler) puts every state tensor back.
             snapshot.restore()
             raise
 
-    def _record_and_compile(self, key, args, kwargs, leaves, state_tensors, snapshot):
-        from hlotrace import lowering, runtime
+    def _record_and_compile(self, key, args, kwargs, leaves, state_tensors, snapshot, pipeline):
+        from hlotrace import lowering, passes, runtime
 
         name = getattr(self.fn, "__name__", "traced")
         # Implicit state the function reads (a random generator's key) becomes a late input,
@@ -215,17 +222,22 @@ class TracedFunction:
         trace = recorder.trace
         late = tuple(recorder.late_inputs)
         lowered = lowering.lower_trace(trace, name=name, donate=donation(trace, len(leaves), state_tensors, io))
-        text = lowered.text()
-        executable = runtime.compile(text, lowered.in_avals, lowered.out_avals, platform=self.platform)
+        optimized = lowered
+        if pipeline:
+            dump = os.environ.get(DUMP_ENV)
+            stages = os.path.join(dump, f"{name}.{len(self._cache) + 1}.passes") if dump else None
+            optimized = passes.run(lowered, pipeline, dump_to=stages)
+        text = optimized.text()
+        executable = runtime.compile(text, optimized.in_avals, optimized.out_avals, platform=self.platform)
         stateless = not state_tensors and not io.arg_writes and not late
         entry = CompiledEntry(
-            trace, lowered, executable, _make_rebuild(template), num_results, None if stateless else io, late
+            trace, lowered, executable, _make_rebuild(template), num_results, None if stateless else io, late, optimized
         )
         self._cache[key] = entry
         if not kwargs and entry.io is None and all(type(a) is Tensor for a in args):
-            self._flat_cache[tuple(k for leaf in leaves for k in (leaf.shape, leaf.dtype))] = entry
+            self._flat_cache[(pipeline, *(k for leaf in leaves for k in (leaf.shape, leaf.dtype)))] = entry
         self._last = entry
-        _dump(name, len(self._cache), entry, text)
+        _dump(name, len(self._cache), entry, lowered.text(), text if pipeline else None)
         # The eager run updated the proxies of arguments written in place: pass that on.
         for j, _ in io.arg_writes:
             leaves[j]._host, leaves[j]._device = proxies[j]._host, proxies[j]._device
@@ -249,13 +261,30 @@ class TracedFunction:
 
     @property
     def lowered(self):
-        """The LoweredModule of the most recent compilation."""
+        """The LoweredModule of the most recent compilation, as lowered (before the passes)."""
         return self._latest().lowered
 
     @property
+    def optimized(self):
+        """The LoweredModule that was compiled: ``lowered`` after the pass pipeline (its
+        ``pass_timings`` say what each pass took)."""
+        return self._latest().optimized
+
+    @property
     def stablehlo_text(self) -> str:
-        """StableHLO (MLIR text with locations) of the most recent compilation."""
+        """StableHLO (MLIR text with locations) of the most recent compilation, before the passes."""
         return self._latest().lowered.text()
+
+    @property
+    def optimized_text(self) -> str:
+        """StableHLO text of what was compiled (after the pass pipeline)."""
+        return self._latest().optimized.text()
+
+    def memory_stats(self) -> dict[str, int]:
+        """XLA's memory plan of the most recent executable, in bytes: ``temp`` (scratch),
+        ``argument``, ``output``, ``alias`` (outputs written into donated inputs) and
+        ``generated_code``."""
+        return self._latest().executable.memory_stats()
 
     @property
     def executable(self):
@@ -277,7 +306,7 @@ def _substitute_in_order(obj, proxies):
     return obj
 
 
-def _dump(name: str, index: int, entry: CompiledEntry, text: str) -> None:
+def _dump(name: str, index: int, entry: CompiledEntry, text: str, optimized: str | None) -> None:
     directory = os.environ.get(DUMP_ENV)
     if not directory:
         return
@@ -286,11 +315,14 @@ def _dump(name: str, index: int, entry: CompiledEntry, text: str) -> None:
     entry.trace.save(f"{stem}.trace.json")
     with open(f"{stem}.stablehlo.mlir", "w") as f:
         f.write(text)
+    if optimized is not None:  # after the pass pipeline; each pass's output is in {stem}.passes/
+        with open(f"{stem}.optimized.mlir", "w") as f:
+            f.write(optimized)
     with open(f"{stem}.compiled.hlo.txt", "w") as f:
         f.write(entry.executable.hlo_text())
 
 
-def xla_trace(fn=None, *, capture_as_const: bool = False, platform: str | None = None):
+def xla_trace(fn=None, *, capture_as_const: bool = False, platform: str | None = None, passes: str | None = None):
     """Decorator: record on the first call per input signature, then run compiled.
 
     Use bare (``@xla_trace``) or with options (``@xla_trace(capture_as_const=True)``).
@@ -298,10 +330,14 @@ def xla_trace(fn=None, *, capture_as_const: bool = False, platform: str | None =
     capture_as_const: tensors the function closes over are baked in as constants
       (otherwise using one is an error that says where that tensor was created).
     platform: ``"cpu"`` or ``"cuda"``; default $HLOTRACE_PLATFORM, else CUDA if present.
+    passes: the pass pipeline run over the lowered module before compiling, e.g.
+      ``"simplify,fuse-reductions,cse,remat{policy=sqrt}"`` (``""`` runs none); default
+      $HLOTRACE_PASSES, else ``hlotrace.passes.DEFAULT_PIPELINE``. ``hlotrace passes``
+      lists the passes.
     """
     if fn is None:
-        return functools.partial(xla_trace, capture_as_const=capture_as_const, platform=platform)
-    return TracedFunction(fn, capture_as_const=capture_as_const, platform=platform)
+        return functools.partial(xla_trace, capture_as_const=capture_as_const, platform=platform, passes=passes)
+    return TracedFunction(fn, capture_as_const=capture_as_const, platform=platform, passes=passes)
 
 
 # partial_trace's backward recomputes the forward, which would draw other random numbers
@@ -316,10 +352,10 @@ _RECOMPUTED_DRAWS = (
 class PartialTracedFunction:
     """A function compiled forward and backward, joined into eager autodiff; see :func:`partial_trace`."""
 
-    def __init__(self, fn, *, platform: str | None = None):
+    def __init__(self, fn, *, platform: str | None = None, passes: str | None = None):
         self.fn = fn
-        self.forward = TracedFunction(fn, platform=platform)
-        self.backward = TracedFunction(self._backward_program, platform=platform)
+        self.forward = TracedFunction(fn, platform=platform, passes=passes)
+        self.backward = TracedFunction(self._backward_program, platform=platform, passes=passes)
         self.backward.__name__ = f"{getattr(fn, '__name__', 'traced')}_backward"
         functools.update_wrapper(self, fn)
 
@@ -383,7 +419,7 @@ def _differentiable_inputs(args, kwargs) -> list:
     return [*leaves, *(state.collect(holders)[1] if holders else ())]
 
 
-def partial_trace(fn=None, *, platform: str | None = None):
+def partial_trace(fn=None, *, platform: str | None = None, passes: str | None = None):
     """Decorator: compile ``fn``'s forward, and its backward as a second executable, both
     joined into eager autodiff (MegEngine's ``partial_trace``).
 
@@ -400,8 +436,9 @@ def partial_trace(fn=None, *, platform: str | None = None):
     A new input signature records and compiles both again. Gradients of gradients do not
     flow through it (the backward is a compiled call, not recorded ops). Under autodiff the
     function may not draw random numbers (TraceError): the backward's recomputation would
-    draw others than the forward did.
+    draw others than the forward did. ``passes``: the pass pipeline of both executables
+    (see :func:`xla_trace`).
     """
     if fn is None:
-        return functools.partial(partial_trace, platform=platform)
-    return PartialTracedFunction(fn, platform=platform)
+        return functools.partial(partial_trace, platform=platform, passes=passes)
+    return PartialTracedFunction(fn, platform=platform, passes=passes)

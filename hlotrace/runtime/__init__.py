@@ -94,6 +94,7 @@ class Executable:
 
 
 _compile_cache: dict[tuple, Executable] = {}
+_BARRIER = "stablehlo.optimization_barrier"
 
 
 def module_fingerprint(module_text: str) -> str:
@@ -116,6 +117,11 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     from hlotrace.runtime import jaxlib_compat
 
     device = default_device(platform)
+    if _BARRIER in module_text and "cse_barrier_expander" not in disabled_xla_passes:
+        if jaxlib_compat.client_platform(client(platform)) == "cpu":
+            # XLA:CPU expands optimization barriers right after its first CSE, which then
+            # merges rematerialized ops back into the forward pass: keep the barriers.
+            disabled_xla_passes = (*disabled_xla_passes, "cse_barrier_expander")
     key = (module_fingerprint(module_text), tuple(in_avals), tuple(out_avals), str(device), disabled_xla_passes)
     cached = _compile_cache.get(key)
     if cached is not None:

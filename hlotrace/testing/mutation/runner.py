@@ -21,6 +21,7 @@ from hlotrace.testing.mutation.catalog import Mutant
 
 PROPERTY_FILE = "tests/test_op_properties.py"
 GRADIENT_FILE = "tests/test_gradients.py"
+PASSES_DIR = "tests/passes"
 PYTEST = ("{python}", "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider")
 _SUMMARY_LINE = re.compile(r"^(FAILED|ERROR) (.+?)(?: - .*)?$", re.M)
 
@@ -85,7 +86,21 @@ register_column(
     )
 )
 register_column(
-    Column("suite", PYTEST, "the whole `make test` suite", contains=("property", "gradient"), runs_property_tests=True)
+    Column(
+        "passes",
+        (*PYTEST, PASSES_DIR),
+        "the pass tests alone (tests/passes/: per-pass rules and the generated differential tests)",
+        exclude=("--ignore", PASSES_DIR),
+    )
+)
+register_column(
+    Column(
+        "suite",
+        PYTEST,
+        "the whole `make test` suite",
+        contains=("property", "gradient", "passes"),
+        runs_property_tests=True,
+    )
 )
 
 

@@ -1,0 +1,47 @@
+"""Run a LoweredModule on host arrays, and compare results exactly: the pass tests' tools."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def run_lowered(lowered, arrays, platform: str | None = None) -> list[np.ndarray]:
+    """Compile ``lowered`` (a LoweredModule, e.g. after ``passes.run``) and run it on
+    ``arrays`` (host arrays in @main's argument order); return the outputs on the host."""
+    from hlotrace import runtime
+
+    exe = runtime.compile(lowered.text(), lowered.in_avals, lowered.out_avals, platform=platform)
+    buffers = [
+        exe.to_device(i, np.asarray(a, dtype=aval.dtype))
+        for i, (a, aval) in enumerate(zip(arrays, lowered.in_avals, strict=True))
+    ]
+    return [np.asarray(b) for b in exe.run(buffers)]
+
+
+def bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same shape, dtype and bits (NaN payloads and the sign of zero included)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype == np.bool_:
+        return bool(np.array_equal(a, b))
+    return a.tobytes() == b.tobytes()
+
+
+def assert_bitwise_equal(actual, expected, what: str = "") -> None:
+    """Raise AssertionError naming the first output (and element) whose bits differ."""
+    if len(actual) != len(expected):
+        raise AssertionError(f"{what}: {len(actual)} outputs, expected {len(expected)}")
+    for i, (a, b) in enumerate(zip(actual, expected, strict=True)):
+        if bitwise_equal(a, b):
+            continue
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise AssertionError(f"{what}: output {i} is {a.dtype}{list(a.shape)}, expected {b.dtype}{list(b.shape)}")
+        width = f"u{a.dtype.itemsize}" if a.dtype != np.bool_ else a.dtype
+        differ = np.flatnonzero(a.reshape(-1).view(width) != b.reshape(-1).view(width))
+        k = int(differ[0])
+        raise AssertionError(
+            f"{what}: output {i} differs bitwise at {len(differ)} of {a.size} elements; first at flat index {k}: "
+            f"{a.reshape(-1)[k]!r} vs {b.reshape(-1)[k]!r}"
+        )

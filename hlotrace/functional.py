@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from hlotrace.ops import get_op
 from hlotrace.ops.registry import apply
+from hlotrace.trace import scope
 
 _OP_CACHE: dict = {}
 
@@ -152,9 +153,10 @@ def getitem_transpose(x, shape, index):
 # -- composites (not primitives: recorded as the ops they are made of) --------------------
 def softmax(x, axis=-1):
     """Numerically stable softmax along ``axis``."""
-    offset = max(x, axis=axis, keepdims=True).detach()
-    exps = exp(x - offset)
-    return exps / sum(exps, axis=axis, keepdims=True)
+    with scope("hlotrace.softmax"):
+        offset = max(x, axis=axis, keepdims=True).detach()
+        exps = exp(x - offset)
+        return exps / sum(exps, axis=axis, keepdims=True)
 
 
 # -- nn and creation ops (hlotrace/ops/nn.py, hlotrace/ops/creation.py) -------------------
@@ -313,7 +315,6 @@ def mse_loss(pred, target, reduction="mean"):
     return _reduce_loss(diff * diff, reduction)
 
 
-
 def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None):
     """``softmax(q @ kᵀ * scale + mask) @ v`` (a composite: matmul, where, softmax).
 
@@ -338,15 +339,17 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None):
             v,
         )
     scale = 1.0 / float(q.shape[-1]) ** 0.5 if scale is None else float(scale)
-    scores = matmul(q, k, transpose_b=True) * scale
-    if causal:
-        rows, cols = q.shape[-2], k.shape[-2]
-        allowed = greater_equal(reshape(arange(rows), (rows, 1)), arange(cols))
-        scores = where(allowed, scores, float("-inf"))
-    if mask is not None:
-        mask = _as_tensor(mask)
-        scores = where(mask, scores, float("-inf")) if mask.dtype == bool else scores + mask
-    return matmul(softmax(scores, axis=-1), v)
+    with scope("hlotrace.attention"):
+        scores = matmul(q, k, transpose_b=True) * scale
+        if causal:
+            rows, cols = q.shape[-2], k.shape[-2]
+            allowed = greater_equal(reshape(arange(rows), (rows, 1)), arange(cols))
+            scores = where(allowed, scores, float("-inf"))
+        if mask is not None:
+            mask = _as_tensor(mask)
+            scores = where(mask, scores, float("-inf")) if mask.dtype == bool else scores + mask
+        return matmul(softmax(scores, axis=-1), v)
+
 
 # -- families whose public functions live beside their OpDefs (each ops file's __all__) ----
 from hlotrace.ops.activation import *  # noqa: E402, F403

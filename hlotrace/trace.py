@@ -21,6 +21,8 @@ infinities use Python's JSON extensions (``NaN``, ``Infinity``).
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 from dataclasses import dataclass, field
@@ -30,7 +32,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import TraceError
-from hlotrace.ops.registry import _RECORDER, BACKWARD_DEPTH, Aval, OpDef
+from hlotrace.ops.registry import _RECORDER, BACKWARD_DEPTH, SCOPES, Aval, OpDef
 from hlotrace.source import SourceLocation
 from hlotrace.state import is_implicit
 
@@ -71,6 +73,9 @@ class Trace:
     # Indices of the records applied during a backward pass (Tape.backward): the remat pass
     # reads them back from the locations (``rec<i>:<op>:bwd``).
     backward: set[int] = field(default_factory=set)
+    # Record index -> (scope name, instance) for records applied inside hlotrace.trace.scope()
+    # (the outermost scope): read back from the locations (``rec<i>:<op>@<name>#<instance>``).
+    scopes: dict[int, tuple[str, int]] = field(default_factory=dict)
 
     def new_var(self, shape, dtype) -> int:
         var_id = len(self.vars)
@@ -127,6 +132,8 @@ class Trace:
         }
         if self.backward:
             doc["backward"] = sorted(self.backward)
+        if self.scopes:
+            doc["scopes"] = [[i, name, n] for i, (name, n) in sorted(self.scopes.items())]
         return doc, arrays
 
     def save(self, path: str | os.PathLike) -> None:
@@ -163,6 +170,7 @@ class Trace:
                     value = value.view(dt.bfloat16)
             trace.constants[c["id"]] = value
         trace.backward = set(doc.get("backward", ()))
+        trace.scopes = {int(i): (str(name), int(n)) for i, name, n in doc.get("scopes", ())}
         for r in doc["records"]:
             loc = r.get("location")
             trace.records.append(
@@ -220,6 +228,30 @@ def _var_str(trace: Trace, var_id: int) -> str:
 
 def _short_value(value: np.ndarray) -> str:
     return repr(value.item()) if value.ndim == 0 else f"<{value.shape} array>"
+
+
+_scope_instances = itertools.count(1)
+
+
+@contextlib.contextmanager
+def scope(name: str):
+    """Tag the ops recorded inside with ``name`` (a composite's name, e.g. ``hlotrace.softmax``).
+
+    Each entry is a new instance; only the outermost scope is kept on a record. The lowering
+    puts it into the location (``rec<i>:<op>@<name>#<instance>``), where the fuse-elementwise
+    pass finds it. Costs nothing when no recording is active.
+
+    >>> with scope("mylib.swish"):
+    ...     y = x * F.sigmoid(x)
+    """
+    if _RECORDER.get() is None:
+        yield
+        return
+    SCOPES.append((name, next(_scope_instances)))
+    try:
+        yield
+    finally:
+        SCOPES.pop()
 
 
 class Recorder:
@@ -314,6 +346,8 @@ class Recorder:
         out_ids = tuple(self._bind(t, self.trace.new_var(t.shape, t.dtype)) for t in (outputs,))
         if BACKWARD_DEPTH[0]:
             self.trace.backward.add(len(self.trace.records))
+        if SCOPES:
+            self.trace.scopes[len(self.trace.records)] = SCOPES[0]
         self.trace.records.append(OpRecord(op.name, dict(attrs), in_ids, out_ids, location))
 
     def set_outputs(self, tensors) -> None:

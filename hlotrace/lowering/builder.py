@@ -2,7 +2,8 @@
 
 One loop over the recorded ops, one rule per op (see :mod:`hlotrace.lowering.registry`).
 Every emitted op carries the location ``rec<index>:<op>`` nested around the user's
-``file:line``; the name survives into compiled HLO as ``metadata={op_name=...}``.
+``file:line`` (``:bwd`` appended for records of a backward pass, ``@<scope>#<instance>``
+for records inside :func:`hlotrace.trace.scope`; see hlotrace.passes.locations); the name survives into compiled HLO as ``metadata={op_name=...}``.
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ def main_function(module: ir.Module):
     raise LoweringError("module has no func.func @main")
 
 
-def _location(index: int, op_name: str, record_location, backward: bool = False) -> ir.Location:
+def _location(index: int, op_name: str, record_location, backward: bool = False, scope=None) -> ir.Location:
     name = f"rec{index}:{op_name}:bwd" if backward else f"rec{index}:{op_name}"
+    if scope is not None:
+        name = f"{name}@{scope[0]}#{scope[1]}"
     if record_location is None:
         return ir.Location.name(name)
     return ir.Location.name(name, childLoc=ir.Location.file(record_location.file, record_location.line, 0))
@@ -160,7 +163,7 @@ def _lower_record(trace: Trace, index: int, record, env: dict) -> None:
     in_avals = tuple(trace.aval(v) for v in record.inputs)
     out_avals = tuple(trace.aval(v) for v in record.outputs)
     rule_ctx = LoweringRuleContext(in_avals, out_avals, record.op, index, record.location)
-    with _location(index, record.op, record.location, index in trace.backward):
+    with _location(index, record.op, record.location, index in trace.backward, trace.scopes.get(index)):
         try:
             results = fn(rule_ctx, *[env[v] for v in record.inputs], **record.attrs)
         except LoweringError:

@@ -54,6 +54,7 @@ from hlotrace.errors import OpError, ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axes
 from hlotrace.ops.registry import Aval, OpDef, apply, describe_avals, register_op
 from hlotrace.source import user_location
+from hlotrace.trace import scope
 
 __all__ = ["batch_norm", "batch_norm_inference", "group_norm", "layer_norm"]
 
@@ -349,8 +350,9 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         )
     _check_param("layer_norm", weight, shape, "weight", x, weight, bias)
     _check_param("layer_norm", bias, shape, "bias", x, weight, bias)
-    y = apply(LAYER_NORM, x, axis=tuple(range(x.ndim - k, x.ndim)), eps=eps)
-    return _affine(y, weight, bias, None)
+    with scope("hlotrace.layer_norm"):
+        y = apply(LAYER_NORM, x, axis=tuple(range(x.ndim - k, x.ndim)), eps=eps)
+        return _affine(y, weight, bias, None)
 
 
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):

@@ -86,6 +86,10 @@ TAPES: list = []
 # (the Recorder marks their records; the remat pass tells forward from backward by it).
 BACKWARD_DEPTH = [0]
 
+# Named scopes entered with hlotrace.trace.scope(): (name, instance) pairs, outermost first.
+# The Recorder tags each record with the outermost one (fuse-elementwise names composites by it).
+SCOPES: list = []
+
 
 def is_differentiable(op: OpDef) -> bool:
     """Whether gradients flow through ``op`` (it has, or should have, a VJP)."""

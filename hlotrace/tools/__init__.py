@@ -1,8 +1,10 @@
 """The ``hlotrace`` command-line program (``hlotrace --help``, ``python -m hlotrace``).
 
 Subcommands: ``lower`` (record a function in a Python file and print its StableHLO or
-compiled HLO), ``rules`` (op / lowering-rule / property-test coverage of the registries) and
-``show`` (print or lower a saved trace). See :mod:`hlotrace.tools.cli`.
+compiled HLO), ``rules`` (op / lowering-rule / property-test coverage of the registries),
+``show`` (print or lower a saved trace, optionally through a pass pipeline) and ``passes``
+(the passes a pipeline may name). One module per command: cli.py (lower, the shared
+helpers), rules_cmd.py, show_cmd.py, passes_cmd.py.
 """
 
 from hlotrace.tools.cli import main

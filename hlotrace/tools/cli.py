@@ -6,6 +6,7 @@
     hlotrace lower model.py:step --input 'f32[8,8]' --compiled            # compiled HLO text
     hlotrace rules                                                       # op / rule / test coverage
     hlotrace show step.trace.json --lower                                # a saved trace, lowered
+    hlotrace passes                                                      # the passes pipelines may name
 
 User mistakes (a missing or broken file, an unknown function, a malformed ``--input``, the
 wrong number of inputs, a bad trace file, an hlotrace error while recording or lowering)
@@ -57,6 +58,7 @@ examples:
   hlotrace lower model.py:step --input 'bf16[2,3]' --input 'f32[]' --compiled
   hlotrace rules --json
   hlotrace show forward.trace.json --lower
+  hlotrace passes
 
 Run 'hlotrace COMMAND --help' for a command's options. User errors print one line
 'hlotrace: error: ...' and exit with status 2."""
@@ -79,6 +81,7 @@ examples:
   hlotrace lower model.py:attention --input 'bf16[2,8,16]' --input 'bf16[2,8,16]' --no-locations
   hlotrace lower model.py:step --input 'f32[8,8]' --input 'i32[8]' --seed 1 --compiled
   hlotrace lower model.py:forward --input 'f32[]' --trace-out forward.trace.json > forward.mlir
+  hlotrace lower model.py:forward --input 'f32[64,1000]' --passes 'fuse-reductions,cse'
 
 Quote the specs: brackets are glob characters in most shells."""
 
@@ -99,18 +102,6 @@ examples:
   hlotrace rules --json | python -c 'import json,sys; print(json.load(sys.stdin)["missing_rules"])'
   hlotrace rules --json | python -c 'import json,sys; print([o["op"] for o in json.load(sys.stdin)["ops"] if o["has_vjp"]])'
   hlotrace rules > /dev/null || echo 'some op lacks a rule or a property test'"""
-
-_SHOW_DESCRIPTION = """\
-Load a trace saved by Trace.save, 'hlotrace lower --trace-out' or HLOTRACE_DUMP_TO (a JSON
-file, plus FILE.npz beside it when it has array constants) and print it: one line per
-recorded op with its inputs, attributes and source line. With --lower, print the StableHLO
-module it lowers to instead."""
-
-_SHOW_EPILOG = """\
-examples:
-  hlotrace show forward.trace.json
-  hlotrace show dumps/forward.1.trace.json --lower
-  hlotrace show forward.trace.json --lower --no-locations"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lower.add_argument("--trace-out", metavar="PATH", help="also save the recorded trace as JSON (+ PATH.npz)")
     lower.add_argument(
+        "--passes",
+        metavar="PIPELINE",
+        help="print the module after this pass pipeline (see 'hlotrace passes'); without it the module as "
+        "lowered is printed and the compiled one ran $HLOTRACE_PASSES or the default pipeline",
+    )
+    lower.add_argument(
         "--platform",
         choices=("cpu", "cuda"),
         help="PJRT platform to compile for (default: $HLOTRACE_PLATFORM, else CUDA if present)",
@@ -160,17 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     rules.set_defaults(handler=_cmd_rules)
 
-    show = sub.add_parser(
-        "show",
-        help="print a saved trace, or the StableHLO it lowers to",
-        description=_SHOW_DESCRIPTION,
-        epilog=_SHOW_EPILOG,
-        formatter_class=_FORMATTER,
-    )
-    show.add_argument("trace_file", metavar="TRACE.json", help="a trace saved by Trace.save / --trace-out")
-    show.add_argument("--lower", action="store_true", help="print the lowered StableHLO module instead of the trace")
-    show.add_argument("--no-locations", action="store_true", help="with --lower: omit loc(...) annotations")
-    show.set_defaults(handler=_cmd_show)
+    from hlotrace.tools import passes_cmd, show_cmd
+
+    show_cmd.add_parser(sub, _FORMATTER)
+    passes_cmd.add_parser(sub, _FORMATTER)
     return parser
 
 
@@ -192,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
-        print(f"{PROG}: error: a command is required (lower, rules or show)", file=sys.stderr)
+        print(f"{PROG}: error: a command is required (lower, rules, show or passes)", file=sys.stderr)
         return 2
     from hlotrace.errors import HlotraceError
 
@@ -401,10 +391,13 @@ def _lower_function(args, obj, func_name: str, specs, user_dir: str) -> int:
 
     if isinstance(obj, TracedFunction):
         fn = obj.fn
-        traced = xla_trace(fn, capture_as_const=obj.capture_as_const, platform=args.platform or obj.platform)
+        passes = args.passes if args.passes is not None else obj.passes
+        traced = xla_trace(
+            fn, capture_as_const=obj.capture_as_const, platform=args.platform or obj.platform, passes=passes
+        )
     else:
         fn = obj
-        traced = xla_trace(fn, platform=args.platform)
+        traced = xla_trace(fn, platform=args.platform, passes=args.passes)
 
     rng = np.random.default_rng(args.seed)
     inputs = [hlotrace.tensor(random_input(shape, dtype, rng), dtype=dtype) for shape, dtype in specs]
@@ -426,7 +419,7 @@ def _lower_function(args, obj, func_name: str, specs, user_dir: str) -> int:
         except OSError as exc:
             raise CliError(f"cannot write trace to {args.trace_out}: {exc.strerror or exc}") from None
 
-    lowered = traced.lowered
+    lowered = traced.lowered if args.passes is None else traced.optimized
     text = traced.executable.hlo_text() if args.compiled else lowered.text(debug_info=not args.no_locations)
     _write_stdout(text)
     avals = ", ".join(str(Aval(shape, dtype)) for shape, dtype in specs)
@@ -460,21 +453,6 @@ def _cmd_rules(args) -> int:
     from hlotrace.tools.rules_cmd import run_rules
 
     return run_rules(args, _write_stdout)
-
-
-def _cmd_show(args) -> int:
-    trace = load_trace(args.trace_file)
-    try:
-        if not args.lower:
-            text = str(trace)
-        else:
-            from hlotrace.lowering import lower_trace
-
-            text = lower_trace(trace).text(debug_info=not args.no_locations)
-    except KeyError as exc:  # a record naming a var the file does not declare
-        raise CliError(f"bad trace file {args.trace_file}: it refers to undeclared var {exc}") from None
-    _write_stdout(text)
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

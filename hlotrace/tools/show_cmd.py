@@ -1,0 +1,61 @@
+"""``hlotrace show``: print a saved trace, or the StableHLO it lowers to (optionally after passes)."""
+
+from __future__ import annotations
+
+DESCRIPTION = """\
+Load a trace saved by Trace.save, 'hlotrace lower --trace-out' or HLOTRACE_DUMP_TO (a JSON
+file, plus FILE.npz beside it when it has array constants) and print it: one line per
+recorded op with its inputs, attributes and source line. With --lower, print the StableHLO
+module it lowers to instead; with --passes PIPELINE, that module after the pipeline (a
+per-pass summary of time and op counts goes to stderr; --dump-passes DIR writes the module
+after every pass). See 'hlotrace passes' for the passes."""
+
+EPILOG = """\
+examples:
+  hlotrace show forward.trace.json
+  hlotrace show dumps/forward.1.trace.json --lower
+  hlotrace show forward.trace.json --lower --no-locations
+  hlotrace show step.trace.json --lower --passes 'simplify,fuse-reductions,cse' --dump-passes stages/"""
+
+
+def add_parser(sub, formatter) -> None:
+    show = sub.add_parser(
+        "show",
+        help="print a saved trace, or the StableHLO it lowers to",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=formatter,
+    )
+    show.add_argument("trace_file", metavar="TRACE.json", help="a trace saved by Trace.save / --trace-out")
+    show.add_argument("--lower", action="store_true", help="print the lowered StableHLO module instead of the trace")
+    show.add_argument("--no-locations", action="store_true", help="with --lower: omit loc(...) annotations")
+    show.add_argument("--passes", metavar="PIPELINE", default="", help="with --lower: run this pass pipeline first")
+    show.add_argument("--dump-passes", metavar="DIR", help="with --passes: write the module after each pass to DIR")
+    show.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    import sys
+
+    from hlotrace.tools.cli import CliError, _write_stdout, load_trace
+
+    if (args.passes or args.dump_passes) and not args.lower:
+        raise CliError("--passes and --dump-passes need --lower")
+    trace = load_trace(args.trace_file)
+    try:
+        if not args.lower:
+            text = str(trace)
+        else:
+            from hlotrace import passes
+            from hlotrace.lowering import lower_trace
+
+            lowered = lower_trace(trace)
+            if args.passes or args.dump_passes:
+                lowered = passes.run(lowered, args.passes, dump_to=args.dump_passes)
+                for t in lowered.pass_timings:
+                    print(f"{t.name}: {t.seconds * 1e3:.1f} ms, {t.ops_before} -> {t.ops_after} ops", file=sys.stderr)
+            text = lowered.text(debug_info=not args.no_locations)
+    except KeyError as exc:  # a record naming a var the file does not declare
+        raise CliError(f"bad trace file {args.trace_file}: it refers to undeclared var {exc}") from None
+    _write_stdout(text)
+    return 0

@@ -1,0 +1,116 @@
+"""The generated differential test of the passes: every op sample, with and without each pass.
+
+For one op and one sample (drawn by the op's own strategy, as the property tests do),
+:func:`check_passes` records a program — the op itself, or, when the op is differentiable
+and the sample has a float operand, ``grad(sum(w * op(x)))`` together with the op's value,
+so that passes see a backward pass too (remat) — lowers it once with no passes, then runs
+every pipeline of :func:`pipelines_under_test` over that module, compiles each result and
+compares its outputs with the unoptimized module's: bitwise for exact passes (every pass
+hlotrace ships), within the tolerance table otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import Phase, given, seed, settings
+
+from hlotrace import dtypes as dt
+from hlotrace.ops.registry import OpDef, apply
+from hlotrace.tensor import Tensor
+from hlotrace.testing import strategies
+from hlotrace.testing.check import example_seed
+from hlotrace.testing.differential import assert_bitwise_equal, run_lowered
+from hlotrace.testing.sampling import OpSample
+from hlotrace.testing.tolerances import assert_close, tolerance_for
+
+# Examples per op: each costs one compile per pipeline that changes the module.
+EXAMPLES = 3
+
+
+def pipelines_under_test() -> list[str]:
+    """Each of hlotrace's passes alone (default options), the default pipeline, and all of
+    them in one pipeline."""
+    from hlotrace import passes
+
+    passes.parse_pipeline("")  # registers hlotrace's own passes
+    own = sorted(name for name, p in passes.PASSES.items() if not p.builtin and p.module.startswith("hlotrace."))
+    result = list(own)
+    if passes.DEFAULT_PIPELINE and passes.DEFAULT_PIPELINE not in result:
+        result.append(passes.DEFAULT_PIPELINE)
+    everything = ",".join([*own, "cse"])
+    if len(own) > 1:
+        result.append(everything)
+    return result
+
+
+def _operand(value):
+    return Tensor._from_array(np.array(value)) if isinstance(value, np.ndarray) else value
+
+
+def _program(op: OpDef, sample: OpSample):
+    """(function of the input tensors, host inputs): the op, or its value and gradient."""
+    from hlotrace.autodiff import grad
+
+    args = list(sample.args)
+    positions = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
+    floats = [i for i in positions if dt.is_floating(args[i].dtype)]
+
+    def fill(tensors, where):
+        filled = [_operand(a) for a in args]
+        for p, t in zip(where, tensors, strict=True):
+            filled[p] = t
+        return filled
+
+    probe = apply(op, *[_operand(a) for a in args], **sample.attrs)
+    differentiable = op.vjp is not None and op.vjp != "not differentiable"
+    if not (differentiable and floats and dt.is_floating(probe.dtype)):
+        return (lambda *xs: apply(op, *fill(xs, positions), **sample.attrs)), [args[i] for i in positions]
+
+    weights = np.random.default_rng(len(floats)).standard_normal(probe.shape).astype(probe.dtype)
+
+    def loss(*xs_and_w):
+        *xs, w = xs_and_w
+        return (apply(op, *fill(xs, floats), **sample.attrs) * w).sum()
+
+    gradient = grad(loss, argnums=tuple(range(len(floats))))
+
+    def value_and_gradients(*xs_and_w):
+        *xs, _ = xs_and_w
+        return (apply(op, *fill(xs, floats), **sample.attrs), *gradient(*xs_and_w))
+
+    return value_and_gradients, [args[i] for i in floats] + [weights]
+
+
+def check_passes(op: OpDef, sample: OpSample, pipelines) -> None:
+    from hlotrace import passes
+    from hlotrace.jit import xla_trace
+
+    fn, inputs = _program(op, sample)
+    traced = xla_trace(fn, passes="", capture_as_const=True)
+    traced(*[Tensor._from_array(np.array(a)) for a in inputs])
+    lowered = traced.lowered
+    expected = run_lowered(lowered, inputs)
+    for pipeline in pipelines:
+        optimized = passes.run(lowered, pipeline)
+        if optimized.text() == lowered.text():
+            continue
+        actual = run_lowered(optimized, inputs)
+        what = f"{op.name} with passes {pipeline!r} on {sample!r}"
+        if all(passes.PASSES[s.name].exact for s in passes.parse_pipeline(pipeline)):
+            assert_bitwise_equal(actual, expected, what)
+        else:
+            for a, e in zip(actual, expected, strict=True):
+                assert_close(a, e, tolerance_for(op.name, e.dtype), what=what)
+
+
+def pass_differential_test(op: OpDef, base: int, pipelines=None, examples: int = EXAMPLES):
+    """The seeded hypothesis test of every pipeline on ``op``'s samples."""
+    pipelines = pipelines_under_test() if pipelines is None else pipelines
+
+    @settings(max_examples=examples, phases=[Phase.explicit, Phase.generate], deadline=None)
+    @seed(example_seed(f"{op.name}-passes", base))
+    @given(strategies.with_captures(op.sample(strategies)))
+    def run(sample):
+        check_passes(op, sample, pipelines)
+
+    return run

@@ -26,7 +26,7 @@ from hlotrace import state
 from hlotrace.compiled import CompiledEntry, donation, state_outputs
 from hlotrace.errors import TraceError
 from hlotrace.ops.registry import _RECORDER
-from hlotrace.passes.manager import DEFAULT_PIPELINE, PASSES_ENV, parse_pipeline
+from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES_ENV
 from hlotrace.random import refusing_draws
 from hlotrace.source import user_location
 from hlotrace.tensor import Tensor
@@ -141,6 +141,8 @@ class TracedFunction:
         self.capture_as_const = capture_as_const
         self.platform = platform
         if passes is not None:
+            from hlotrace.passes.manager import parse_pipeline
+
             parse_pipeline(passes)  # a bad pipeline fails at decoration, naming the known passes
         self.passes = passes
         self._cache: dict[tuple, CompiledEntry] = {}

@@ -7,21 +7,29 @@
 ...     '''One line for `hlotrace passes`.'''
 
 See README.md ("Passes") for the pipeline syntax and every pass's measured effect.
+Importing this package loads no MLIR bindings (eager use never imports jaxlib); the
+manager's functions load them on first use.
 """
 
-from hlotrace.passes.manager import (
+import importlib
+
+from hlotrace.passes.registry import (
     DEFAULT_PIPELINE,
+    PASSES,
     PASSES_ENV,
-    PassSpec,
-    PassTiming,
-    count_ops,
-    main_function,
-    parse_pipeline,
-    pipeline_text,
-    resolve,
-    run,
+    PassDef,
+    register_pass,
+    unregister_pass,
 )
-from hlotrace.passes.registry import PASSES, PassDef, register_pass, unregister_pass
+
+_MANAGER = ("PassSpec", "PassTiming", "count_ops", "main_function", "parse_pipeline", "pipeline_text", "resolve", "run")
+
+
+def __getattr__(name):
+    if name in _MANAGER:
+        return getattr(importlib.import_module("hlotrace.passes.manager"), name)
+    raise AttributeError(f"module 'hlotrace.passes' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_PIPELINE",

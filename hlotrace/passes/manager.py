@@ -17,16 +17,14 @@ import time
 from dataclasses import dataclass, replace
 
 from hlotrace.errors import PassError
-from hlotrace.passes.registry import PASSES, PassDef
+from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES, PASSES_ENV, PassDef
 from hlotrace.runtime import jaxlib_compat
 from hlotrace.runtime.jaxlib_compat import ir
 
-PASSES_ENV = "HLOTRACE_PASSES"
 DUMP_ENV = "HLOTRACE_DUMP_TO"
 
-# What xla_trace runs when neither passes= nor $HLOTRACE_PASSES says otherwise. Every pass
-# in it is exact (bitwise-equal results) and earns its place in BENCHMARKS.md.
-DEFAULT_PIPELINE = ""
+# hlotrace's own passes, imported (registered) by the first parse_pipeline().
+OWN_PASS_MODULES: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,8 +67,7 @@ def parse_pipeline(text: str | None) -> tuple[PassSpec, ...]:
     Unknown pass names and options a pass did not declare are refused with the known ones
     listed. ``""`` (or None) is the empty pipeline.
     """
-    from hlotrace import passes as _passes  # noqa: F401  (registers hlotrace's own passes)
-
+    _load_own_passes()
     text = (text or "").strip()
     specs: list[PassSpec] = []
     position = 0
@@ -113,6 +110,13 @@ def parse_pipeline(text: str | None) -> tuple[PassSpec, ...]:
             if position == len(text):
                 raise PassError(f"pipeline {text!r} ends with ','")
     return tuple(specs)
+
+
+def _load_own_passes() -> None:
+    import importlib
+
+    for name in OWN_PASS_MODULES:
+        importlib.import_module(name)
 
 
 def pipeline_text(specs) -> str:

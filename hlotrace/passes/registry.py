@@ -22,6 +22,12 @@ from dataclasses import dataclass, field
 
 PassFn = Callable[..., None]
 
+PASSES_ENV = "HLOTRACE_PASSES"
+
+# What xla_trace runs when neither passes= nor $HLOTRACE_PASSES says otherwise. Every pass
+# in it is exact (bitwise-equal results) and earns its place in BENCHMARKS.md.
+DEFAULT_PIPELINE = ""
+
 
 @dataclass(frozen=True)
 class PassDef:

@@ -45,3 +45,25 @@ def assert_bitwise_equal(actual, expected, what: str = "") -> None:
             f"{what}: output {i} differs bitwise at {len(differ)} of {a.size} elements; first at flat index {k}: "
             f"{a.reshape(-1)[k]!r} vs {b.reshape(-1)[k]!r}"
         )
+
+
+def assert_equal_up_to_zero_sign(actual, expected, what: str = "") -> None:
+    """Like :func:`assert_bitwise_equal`, except that -0.0 equals +0.0 and any NaN equals any
+    NaN: the contract of passes that may change which zero a max/min of signed zeros returns."""
+    if len(actual) != len(expected):
+        raise AssertionError(f"{what}: {len(actual)} outputs, expected {len(expected)}")
+    for i, (a, b) in enumerate(zip(actual, expected, strict=True)):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise AssertionError(f"{what}: output {i} is {a.dtype}{list(a.shape)}, expected {b.dtype}{list(b.shape)}")
+        if a.dtype.kind != "f" and a.dtype.name != "bfloat16":
+            assert_bitwise_equal([a], [b], f"{what} (output {i})")
+            continue
+        wa, wb = a.astype(np.float64), b.astype(np.float64)
+        same = (wa == wb) | (np.isnan(wa) & np.isnan(wb))
+        if not same.all():
+            k = int(np.flatnonzero(~same.reshape(-1))[0])
+            raise AssertionError(
+                f"{what}: output {i} differs at {int((~same).sum())} of {a.size} elements (zero signs and NaN "
+                f"payloads aside); first at flat index {k}: {a.reshape(-1)[k]!r} vs {b.reshape(-1)[k]!r}"
+            )

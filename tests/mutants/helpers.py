@@ -114,8 +114,8 @@ MUTANTS = [
     Mutant(
         id="builder-location-one-based",
         file=BUILDER,
-        find='name = f"rec{index}:{op_name}"',
-        replace='name = f"rec{index + 1}:{op_name}"',
+        find='name = f"rec{index}:{op_name}:bwd" if backward else f"rec{index}:{op_name}"',
+        replace='name = f"rec{index + 1}:{op_name}:bwd" if backward else f"rec{index + 1}:{op_name}"',
         why="op locations number the records from 1, so rec<i> names the wrong record",
     ),
     Mutant(

@@ -24,7 +24,7 @@ from hlotrace.runtime.jaxlib_compat import ir
 DUMP_ENV = "HLOTRACE_DUMP_TO"
 
 # hlotrace's own passes, imported (registered) by the first parse_pipeline().
-OWN_PASS_MODULES: tuple[str, ...] = ("hlotrace.passes.fuse_reductions",)
+OWN_PASS_MODULES: tuple[str, ...] = ("hlotrace.passes.fuse_reductions", "hlotrace.passes.simplify")
 
 
 @dataclass(frozen=True)

@@ -316,3 +316,31 @@ def make_executor(executable, out_shapes_dtypes, device):
 def buffer_is_deleted(buffer) -> bool:
     """Whether a device buffer was deleted (donated to a call, or freed)."""
     return bool(buffer.is_deleted())
+
+
+# ---------------------------------------------------------------------------------------
+# Composites (hlotrace.passes.rewrite.Match.composite)
+# ---------------------------------------------------------------------------------------
+
+
+def composite_op(result_types, operands, name: str, decomposition: str, attributes: dict, version: int = 0):
+    """A ``stablehlo.composite`` named ``name`` calling the private function
+    ``decomposition``; ``attributes`` maps names to str/int/float/bool values."""
+    attrs = {}
+    for key, value in attributes.items():
+        if isinstance(value, bool):
+            attrs[key] = ir.BoolAttr.get(value)
+        elif isinstance(value, int):
+            attrs[key] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+        elif isinstance(value, float):
+            attrs[key] = ir.FloatAttr.get(ir.F32Type.get(), value)
+        else:
+            attrs[key] = ir.StringAttr.get(str(value))
+    return stablehlo.CompositeOp(
+        list(result_types),
+        list(operands),
+        name=ir.StringAttr.get(name),
+        decomposition=ir.FlatSymbolRefAttr.get(decomposition),
+        composite_attributes=ir.DictAttr.get(attrs),
+        version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), version),
+    )

@@ -18,6 +18,11 @@ MUTANTS = [
         find="                if any(_depends_on(v, first, position) for v in operands):",
         replace="                if False:",
         why="a reduction that reads the other's result is merged with it (an op using its own result)",
+        equivalent=(
+            "a path from the first reduction to the second's operand always runs through a user of the "
+            "first placed before the second, which _users_before refuses, and hoisting stops at the first "
+            "reduction: the check is defence in depth"
+        ),
     ),
     Mutant(
         id="users-before-ignored",
@@ -46,6 +51,5 @@ MUTANTS = [
         find="        if {_index(owner.operands[0], args), _index(owner.operands[1], args)} != {i, n + i}:",
         replace="        if False:",
         why="a body combining the wrong block arguments (acc_i with x_j) is accepted as mergeable",
-        equivalent=None,
     ),
 ]

@@ -128,3 +128,31 @@ def test_a_training_step_with_the_pass_matches_bitwise():
 
     before, after, _ = _check(lambda w, x: value_and_grad(loss)(w, x), [w, x])
     assert after < before
+
+
+WEIRD_BODY = """
+func.func public @main(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %init = stablehlo.constant dense<0.0> : tensor<f32>
+  %a = stablehlo.reduce(%x init: %init) across dimensions = [1] : (tensor<4x8xf32>, tensor<f32>) -> tensor<4xf32>
+   reducer(%acc: tensor<f32>, %v: tensor<f32>) {
+    %m = stablehlo.maximum %acc, %acc : tensor<f32>
+    stablehlo.return %m : tensor<f32>
+  }
+  %b = stablehlo.reduce(%x init: %init) applies stablehlo.minimum across dimensions = [1] : (tensor<4x8xf32>, tensor<f32>) -> tensor<4xf32>
+  return %a, %b : tensor<4xf32>, tensor<4xf32>
+}
+"""
+
+
+def test_a_reduce_whose_body_is_not_one_combiner_is_left_alone():
+    from hlotrace.lowering import LoweredModule
+    from hlotrace.ops.registry import Aval
+    from hlotrace.runtime.jaxlib_compat import ir, shared_context
+
+    with shared_context():
+        module = ir.Module.parse(WEIRD_BODY)
+    lowered = LoweredModule(module, [Aval((4, 8), np.float32)], [Aval((4,), np.float32)] * 2, "weird")
+    out = passes.run(lowered, "fuse-reductions")
+    assert len(_reduces(out)) == 2
+    x = _special_rows((4, 8))
+    assert_equal_up_to_zero_sign(run_lowered(out, [x]), run_lowered(lowered, [x]), "weird body")

@@ -2,6 +2,7 @@
 
 from hlotrace.ops import (  # noqa: F401
     activation,
+    barrier,
     bitwise,
     conv,
     creation,

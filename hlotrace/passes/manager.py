@@ -24,7 +24,11 @@ from hlotrace.runtime.jaxlib_compat import ir
 DUMP_ENV = "HLOTRACE_DUMP_TO"
 
 # hlotrace's own passes, imported (registered) by the first parse_pipeline().
-OWN_PASS_MODULES: tuple[str, ...] = ("hlotrace.passes.fuse_reductions", "hlotrace.passes.simplify")
+OWN_PASS_MODULES: tuple[str, ...] = (
+    "hlotrace.passes.fuse_reductions",
+    "hlotrace.passes.simplify",
+    "hlotrace.passes.remat",
+)
 
 
 @dataclass(frozen=True)

@@ -79,4 +79,3 @@ def optimization_barrier(*tensors):
         raise TypeError("optimization_barrier needs at least one tensor")
     outs = tuple(apply(OPTIMIZATION_BARRIER, *tensors, index=i) for i in range(len(tensors)))
     return outs[0] if len(outs) == 1 else outs
-

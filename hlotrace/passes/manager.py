@@ -28,6 +28,7 @@ OWN_PASS_MODULES: tuple[str, ...] = (
     "hlotrace.passes.fuse_reductions",
     "hlotrace.passes.simplify",
     "hlotrace.passes.remat",
+    "hlotrace.passes.fuse_elementwise",
 )
 
 

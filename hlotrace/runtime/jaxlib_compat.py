@@ -344,3 +344,22 @@ def composite_op(result_types, operands, name: str, decomposition: str, attribut
         composite_attributes=ir.DictAttr.get(attrs),
         version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), version),
     )
+
+
+# ---------------------------------------------------------------------------------------
+# Portable artifacts (hlotrace export)
+# ---------------------------------------------------------------------------------------
+
+
+def stablehlo_versions() -> tuple[str, str]:
+    """(minimum, current) StableHLO versions this jaxlib can write portable artifacts for."""
+    return stablehlo.get_minimum_version(), stablehlo.get_current_version()
+
+
+def serialize_portable_artifact(module: ir.Module, target: str) -> bytes:
+    """VHLO bytecode of ``module`` readable by StableHLO ``target`` and later."""
+    return stablehlo.serialize_portable_artifact(module, target)
+
+
+def deserialize_portable_artifact(context: ir.Context, artifact: bytes) -> ir.Module:
+    return stablehlo.deserialize_portable_artifact(context, artifact)

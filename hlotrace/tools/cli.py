@@ -7,6 +7,7 @@
     hlotrace rules                                                       # op / rule / test coverage
     hlotrace show step.trace.json --lower                                # a saved trace, lowered
     hlotrace passes                                                      # the passes pipelines may name
+    hlotrace export step.trace.json -o step.mlirbc                       # portable artifact, composites kept
 
 User mistakes (a missing or broken file, an unknown function, a malformed ``--input``, the
 wrong number of inputs, a bad trace file, an hlotrace error while recording or lowering)
@@ -157,10 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     rules.set_defaults(handler=_cmd_rules)
 
-    from hlotrace.tools import passes_cmd, show_cmd
+    from hlotrace.tools import export_cmd, passes_cmd, show_cmd
 
     show_cmd.add_parser(sub, _FORMATTER)
     passes_cmd.add_parser(sub, _FORMATTER)
+    export_cmd.add_parser(sub, _FORMATTER)
     return parser
 
 
@@ -182,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
-        print(f"{PROG}: error: a command is required (lower, rules, show or passes)", file=sys.stderr)
+        print(f"{PROG}: error: a command is required (lower, rules, show, passes or export)", file=sys.stderr)
         return 2
     from hlotrace.errors import HlotraceError
 

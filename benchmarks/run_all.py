@@ -14,10 +14,18 @@ import gc
 import sys
 import time
 
-from benchmarks import bench_compile, bench_models, bench_overhead, bench_softmax, bench_train
+from benchmarks import (
+    bench_compile,
+    bench_models,
+    bench_overhead,
+    bench_passes,
+    bench_softmax,
+    bench_train,
+    passes_reductions,
+)
 from benchmarks.common import fmt_ratio, fmt_time, main_args, print_table
 
-BENCHMARKS = (bench_overhead, bench_softmax, bench_compile, bench_train, bench_models)
+BENCHMARKS = (bench_overhead, bench_softmax, bench_compile, bench_train, bench_models, bench_passes)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -116,6 +124,38 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         "—",
                     ]
                 )
+        elif r["bench"] == "passes":
+            soft = r["sections"]["passes_reductions"]["softmax"]
+            rows.append(
+                [
+                    "softmax, default passes (NaN-exact)",
+                    fmt_time(soft["pipelines"][passes_reductions.SIMPLIFY]["best_s"]),
+                    fmt_time(soft["jax_s"]),
+                    fmt_ratio(soft["pipelines"][passes_reductions.SIMPLIFY]["ratio"]),
+                    f"<= {soft['target']:g}: {'met' if soft['met'] else 'NOT met'}",
+                ]
+            )
+            remat = r["sections"]["passes_remat"]
+            budget = next(v for k, v in remat["rows"].items() if "budget" in k)
+            rows.append(
+                [
+                    "remat budget 0.4x: step time / no remat",
+                    fmt_time(budget["best_s"]),
+                    fmt_time(remat["rows"]["hlotrace, no remat"]["best_s"]),
+                    fmt_ratio(budget["time_ratio"]),
+                    f"<= 1.3 and fits: {'met' if remat['met'] else 'NOT met'}",
+                ]
+            )
+            comp = r["sections"]["passes_composites"]
+            rows.append(
+                [
+                    "fuse-elementwise, worst / unfused",
+                    "",
+                    "",
+                    fmt_ratio(comp["ratio"]),
+                    f"<= 1.02: {'met' if comp['met'] else 'NOT met'}",
+                ]
+            )
         elif r["bench"] == "compile":
             rows.append(
                 [

@@ -202,8 +202,15 @@ def test_dump_to_directory(tmp_path, monkeypatch):
 
     dumped(_t((2,)))
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["dumped.1.compiled.hlo.txt", "dumped.1.stablehlo.mlir", "dumped.1.trace.json"]
+    assert names == [
+        "dumped.1.compiled.hlo.txt",
+        "dumped.1.optimized.mlir",  # after the default pass pipeline
+        "dumped.1.passes",  # the module after each pass
+        "dumped.1.stablehlo.mlir",
+        "dumped.1.trace.json",
+    ]
     assert "stablehlo.tanh" in (tmp_path / "dumped.1.stablehlo.mlir").read_text()
+    assert "stablehlo.tanh" in (tmp_path / "dumped.1.optimized.mlir").read_text()
 
 
 def test_traced_function_called_while_recording_is_inlined():

@@ -46,6 +46,7 @@ ELEMENTWISE = frozenset(
 SHAPING = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
 NAMED_RECORDS = {"log_softmax": "hlotrace.log_softmax", "gelu": "hlotrace.gelu"}
 _names = itertools.count()
+_TAG = "hlotrace.fuse_group"  # temporary: which group an op belongs to
 
 
 def _defining_op(value):
@@ -164,6 +165,7 @@ def _outline(module, ops, position, name: str, members: list[int]) -> bool:
             mapping[const.results[0]] = clone.results[0]
         for i in members:
             clone = ops[i].clone()
+            del clone.attributes[_TAG]
             for k, v in enumerate(ops[i].operands):
                 if v in mapping:
                     clone.operands[k] = mapping[v]
@@ -198,9 +200,18 @@ def fuse_elementwise(module, options) -> None:
     position = {op: i for i, op in enumerate(ops)}
     fusion = itertools.count()
     groups = [(name or f"hlotrace.fusion.{next(fusion)}", members) for name, members in _groups(ops, position)]
-    for name, members in reversed(groups):
-        # From the end: outlining a group changes no position before its first op, so the
-        # earlier groups' positions stay valid; op handles are re-read from the block.
+    # Groups may interleave, so positions change as they are outlined: each member op is
+    # tagged with its group's number and found again by the tag.
+    for k, (_, members) in enumerate(groups):
+        for i in members:
+            ops[i].attributes[_TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
+    for k, (name, _) in reversed(list(enumerate(groups))):
         ops = [op.operation for op in block.operations]
+        members = [
+            i for i, op in enumerate(ops) if _TAG in op.attributes and ir.IntegerAttr(op.attributes[_TAG]).value == k
+        ]
         _outline(module, ops, {op: i for i, op in enumerate(ops)}, name, members)
+    for op in block.operations:  # groups that could not be outlined keep their ops
+        if _TAG in op.operation.attributes:
+            del op.operation.attributes[_TAG]
     remove_dead_ops(block)  # constants only the outlined ops read

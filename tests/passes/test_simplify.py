@@ -186,3 +186,38 @@ def test_readme_user_pass_runs_verbatim():
         assert_bitwise_equal([y.numpy()], run_lowered(swish.lowered, [x]), "silu-composite")
     finally:
         passes.unregister_pass("silu-composite")
+
+
+HAND_WRITTEN = """
+func.func public @main(%x: tensor<3x3xf32>) -> (tensor<3x3xf32>, tensor<3xf32>) {
+  %one = stablehlo.constant dense<1.0> : tensor<3x3xf32>
+  %t = stablehlo.broadcast_in_dim %x, dims = [1, 0] : (tensor<3x3xf32>) -> tensor<3x3xf32>
+  %y = stablehlo.multiply %t, %one : tensor<3x3xf32>
+  %lo = stablehlo.constant dense<0x7F800000> : tensor<f32>
+  %hi = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %r:2 = stablehlo.reduce(%x init: %hi), (%x init: %lo) across dimensions = [1] : (tensor<3x3xf32>, tensor<3x3xf32>, tensor<f32>, tensor<f32>) -> (tensor<3xf32>, tensor<3xf32>)
+   reducer(%a: tensor<f32>, %b: tensor<f32>) (%c: tensor<f32>, %d: tensor<f32>) {
+    %m = stablehlo.maximum %a, %b : tensor<f32>
+    %n = stablehlo.minimum %c, %d : tensor<f32>
+    stablehlo.return %m, %n : tensor<f32>, tensor<f32>
+  }
+  return %y, %r#0 : tensor<3x3xf32>, tensor<3xf32>
+}
+"""
+
+
+def test_a_transposing_broadcast_stays_and_half_used_ops_survive_cleanup():
+    from hlotrace.lowering import LoweredModule
+    from hlotrace.ops.registry import Aval
+    from hlotrace.runtime.jaxlib_compat import ir, shared_context
+
+    with shared_context():
+        module = ir.Module.parse(HAND_WRITTEN)
+    lowered = LoweredModule(
+        module, [Aval((3, 3), np.float32)], [Aval((3, 3), np.float32), Aval((3,), np.float32)], "hand"
+    )
+    out = passes.run(lowered, "simplify")  # x * 1 fires, so dead-op removal runs
+    kinds = _kinds(out)
+    assert "stablehlo.multiply" not in kinds and "stablehlo.broadcast_in_dim" in kinds and "stablehlo.reduce" in kinds
+    x = np.arange(9, dtype=np.float32).reshape(3, 3)
+    assert_bitwise_equal(run_lowered(out, [x]), run_lowered(lowered, [x]), "hand-written")

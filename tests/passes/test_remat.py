@@ -168,8 +168,17 @@ def test_optimization_barrier_of_several_tensors_is_one_barrier_after_cse():
 
 def test_optimization_barrier_gradient_flows_through():
     x = ht.tensor(np.array([1.0, -2.0, 3.0], np.float32))
+    y = ht.tensor(np.array([0.5, 4.0, -1.0], np.float32))
     g = grad(lambda x: F.sum(F.optimization_barrier(x * x)))(x)
     np.testing.assert_array_equal(g.numpy(), 2 * x.numpy())
+
+    def loss(x, y):
+        a, b = F.optimization_barrier(x * 3.0, y * y)
+        return F.sum(a + b)
+
+    gx, gy = grad(loss, argnums=(0, 1))(x, y)  # each output's cotangent reaches its own operand
+    np.testing.assert_array_equal(gx.numpy(), np.full(3, 3.0, np.float32))
+    np.testing.assert_array_equal(gy.numpy(), 2 * y.numpy())
 
 
 def test_optimization_barrier_needs_a_tensor():

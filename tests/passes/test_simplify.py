@@ -255,3 +255,31 @@ def test_every_simplify_rule_is_exact_on_drawn_values(dtype):
         assert_bitwise_equal(run_lowered(out, [x]), run_lowered(traced.lowered, [x]), "simplify")
 
     exact()
+
+
+ZERO_IDENTITIES = """
+func.func public @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %p = stablehlo.constant dense<0.0> : tensor<4xf32>
+  %n = stablehlo.constant dense<-0.0> : tensor<4xf32>
+  %a = stablehlo.add %x, %p : tensor<4xf32>
+  %b = stablehlo.add %n, %x : tensor<4xf32>
+  %c = stablehlo.subtract %x, %n : tensor<4xf32>
+  %d = stablehlo.subtract %x, %p : tensor<4xf32>
+  return %a, %b, %c, %d : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+"""
+
+
+def test_only_the_exact_zero_identities_are_dropped():
+    """x + (+0.0) and x - (-0.0) turn -0.0 into +0.0: kept. x + (-0.0), x - (+0.0): dropped."""
+    from hlotrace.lowering import LoweredModule
+    from hlotrace.ops.registry import Aval
+    from hlotrace.runtime.jaxlib_compat import ir, shared_context
+
+    with shared_context():
+        module = ir.Module.parse(ZERO_IDENTITIES)
+    lowered = LoweredModule(module, [Aval((4,), np.float32)], [Aval((4,), np.float32)] * 4, "zeros")
+    out = passes.run(lowered, "simplify")
+    assert _kinds(out).count("stablehlo.add") == 1 and _kinds(out).count("stablehlo.subtract") == 1
+    x = np.array([-0.0, 0.0, np.nan, -1.5], np.float32)
+    assert_bitwise_equal(run_lowered(out, [x]), run_lowered(lowered, [x]), "zero identities")

@@ -2,7 +2,6 @@
 
 >>> import hlotrace as ht
 >>> from hlotrace.jit import partial_trace, xla_trace
-from hlotrace.serialization import load, save
 >>> @xla_trace
 ... def f(x):
 ...     return (x * 2).sum()

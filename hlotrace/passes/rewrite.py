@@ -17,16 +17,19 @@ results (built at the op's position, with its location), or None when it does no
 
     passes.register_pass("drop-x-times-one")(rules.as_pass())
 
-``RuleSet.apply(module)`` rewrites greedily, op by op in program order, until no pattern
-applies (at most ``max_rounds`` sweeps), then removes the ops left without users; it
-returns how often each pattern fired. The driver is plain Python over the MLIR bindings
-(the native greedy driver behind jaxlib's private ``_mlir.rewrite`` module was not used:
-private, and a Python callback error there surfaces as a bare MLIR failure).
+``RuleSet.apply(module)`` rewrites greedily until no pattern applies, then removes the ops
+left without users; it returns how often each pattern fired. It runs MLIR's own greedy
+driver through jaxlib's (private) rewrite bindings, behind ``runtime/jaxlib_compat.py``,
+with MLIR's folding and constant CSE off; a pattern's Python exception is re-raised after
+the driver returns. Where a jaxlib lacks those bindings (or with
+``$HLOTRACE_REWRITE_DRIVER=python``) a Python driver sweeps @main in program order instead
+(at most ``max_rounds`` sweeps); the tests run both.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable
 
 from hlotrace.passes.manager import main_function
@@ -34,6 +37,7 @@ from hlotrace.runtime import jaxlib_compat
 from hlotrace.runtime.jaxlib_compat import func, ir, stablehlo
 
 _composite_ids = itertools.count()
+DRIVER_ENV = "HLOTRACE_REWRITE_DRIVER"
 
 
 def _op(value):
@@ -137,8 +141,20 @@ class RuleSet:
             for name, fn in patterns
         ]
 
-    def apply(self, module, max_rounds: int = 8) -> dict[str, int]:
-        """Rewrite ``module``'s @main to a fixed point; return {pattern name: times fired}."""
+    def apply(self, module, max_rounds: int = 8, driver: str | None = None) -> dict[str, int]:
+        """Rewrite ``module``'s @main to a fixed point; return {pattern name: times fired}.
+
+        ``driver``: ``"native"`` (MLIR's greedy driver through jaxlib's rewrite bindings),
+        ``"python"`` (a sweep over @main in program order), or None: native where this
+        jaxlib has the bindings, else python ($HLOTRACE_REWRITE_DRIVER overrides).
+        """
+        driver = (
+            driver or os.environ.get(DRIVER_ENV) or ("native" if jaxlib_compat.native_rewrite_module() else "python")
+        )
+        if driver == "native":
+            return self._apply_native(module, max_rounds)
+        if driver != "python":
+            raise ValueError(f"unknown rewrite driver {driver!r} (native or python)")
         fired: dict[str, int] = {}
         block = main_function(module).regions[0].blocks[0]
         for _ in range(max_rounds):
@@ -150,14 +166,8 @@ class RuleSet:
                         replacement = fn(Match(op, module))
                     if replacement is None:
                         continue
-                    values = list(replacement) if isinstance(replacement, list | tuple) else [replacement]
-                    if len(values) != len(op.results):
-                        raise ValueError(
-                            f"pattern {name!r} returned {len(values)} values for {len(op.results)} results"
-                        )
+                    values = _checked(name, op, replacement)
                     for old, new in zip(op.results, values, strict=True):
-                        if new.type != old.type:
-                            raise ValueError(f"pattern {name!r} replaced a {old.type} by a {new.type}")
                         old.replace_all_uses_with(new)
                     op.erase()
                     fired[name] = fired.get(name, 0) + 1
@@ -169,6 +179,39 @@ class RuleSet:
             remove_dead_ops(block)
         return fired
 
+    def _apply_native(self, module, max_rounds: int) -> dict[str, int]:
+        fired: dict[str, int] = {}
+        errors: list[BaseException] = []
+        main = main_function(module)
+
+        def callback_for(name, fn):
+            def callback(op, rewriter):
+                if errors:
+                    return True
+                op = op.operation
+                try:
+                    with rewriter.ip, op.location:
+                        replacement = fn(Match(op, module))
+                    if replacement is None:
+                        return True  # no match
+                    values = _checked(name, op, replacement)
+                except BaseException as exc:  # surfaced after the driver returns
+                    errors.append(exc)
+                    return True
+                rewriter.replace_op(op, values)
+                fired[name] = fired.get(name, 0) + 1
+                return False
+
+            return callback
+
+        patterns = [(root, callback_for(name, fn)) for root, entries in self.patterns.items() for name, fn in entries]
+        jaxlib_compat.apply_native_patterns(main.operation, patterns, max_rounds)
+        if errors:
+            raise errors[0]
+        if fired:
+            remove_dead_ops(main.regions[0].blocks[0])
+        return fired
+
     def as_pass(self) -> Callable:
         """A pass function ``fn(module, options)`` applying this table (for register_pass)."""
 
@@ -178,6 +221,17 @@ class RuleSet:
         run.__doc__ = f"Apply the rewrite rules of {self.name!r}."
         run.__name__ = self.name.replace("-", "_")
         return run
+
+
+def _checked(name: str, op, replacement) -> list:
+    """The replacement values as a list, one per result of ``op`` and of its type."""
+    values = list(replacement) if isinstance(replacement, list | tuple) else [replacement]
+    if len(values) != len(op.results):
+        raise ValueError(f"pattern {name!r} returned {len(values)} values for {len(op.results)} results")
+    for old, new in zip(op.results, values, strict=True):
+        if new.type != old.type:
+            raise ValueError(f"pattern {name!r} replaced a {old.type} by a {new.type}")
+    return values
 
 
 def remove_dead_ops(block) -> int:

@@ -363,3 +363,34 @@ def serialize_portable_artifact(module: ir.Module, target: str) -> bytes:
 
 def deserialize_portable_artifact(context: ir.Context, artifact: bytes) -> ir.Module:
     return stablehlo.deserialize_portable_artifact(context, artifact)
+
+
+# ---------------------------------------------------------------------------------------
+# Native greedy pattern rewriting (hlotrace.passes.rewrite.RuleSet)
+# ---------------------------------------------------------------------------------------
+
+
+def native_rewrite_module():
+    """jaxlib's (private) pattern-rewrite bindings, or None where this jaxlib lacks them."""
+    try:
+        from jaxlib.mlir._mlir_libs._mlir import rewrite
+    except ImportError:
+        return None
+    needed = ("RewritePatternSet", "GreedyRewriteConfig", "apply_patterns_and_fold_greedily")
+    return rewrite if all(hasattr(rewrite, n) for n in needed) else None
+
+
+def apply_native_patterns(operation, patterns, max_iterations: int) -> None:
+    """MLIR's greedy driver over ``operation`` with ``patterns`` = [(op name, fn(op,
+    rewriter) -> falsy when it rewrote)]; MLIR's own folding and constant CSE are off (they
+    would change what the rules alone decide)."""
+    rewrite = native_rewrite_module()
+    with operation.context:
+        pattern_set = rewrite.RewritePatternSet()
+        for root, fn in patterns:
+            pattern_set.add(root, fn)
+        config = rewrite.GreedyRewriteConfig()
+        config.enable_folding = False
+        config.enable_constant_cse = False
+        config.max_iterations = max_iterations
+        rewrite.apply_patterns_and_fold_greedily(operation, pattern_set.freeze(), config)

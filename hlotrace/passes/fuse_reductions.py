@@ -4,7 +4,8 @@ Two reductions are siblings when their operands have the same shape, they reduce
 dimensions, and neither's operand depends on the other's result. Merged, XLA reads the
 input once for both. Which reductions to merge follows what XLA:CPU (jaxlib 0.10.2) does
 with them, measured on f32[64,100,1000] over the last axis (JAXLIB_NOTES.md, "Fusion
-facts"; re-measured by ``benchmarks/passes_reductions.py``):
+facts"; the softmax and layer-norm effect is re-measured by
+``benchmarks/passes_reductions.py``, the pairs below were not re-measured):
 
 =============================================  ==========================================
 pair                                           merged vs separate

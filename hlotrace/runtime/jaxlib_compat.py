@@ -365,6 +365,15 @@ def deserialize_portable_artifact(context: ir.Context, artifact: bytes) -> ir.Mo
     return stablehlo.deserialize_portable_artifact(context, artifact)
 
 
+def legalize_chlo(module: ir.Module) -> None:
+    """Rewrite ``chlo.*`` ops (erf, erfc, ...) into StableHLO in place: VHLO has no CHLO, so a
+    portable artifact cannot carry them. The pass is registered by a private jaxlib module."""
+    from jaxlib.mlir._mlir_libs import _stablehlo
+
+    _stablehlo.register_stablehlo_passes()
+    run_mlir_pass(module, "func.func(chlo-legalize-to-stablehlo)")
+
+
 # ---------------------------------------------------------------------------------------
 # Native greedy pattern rewriting (hlotrace.passes.rewrite.RuleSet)
 # ---------------------------------------------------------------------------------------

@@ -72,8 +72,11 @@ def run(args) -> int:
         data = lowered.text().encode()
     else:
         try:
-            # Serializing legalizes the module to VHLO in place: hand it a copy.
-            data = jaxlib_compat.serialize_portable_artifact(passes.run(lowered, "").module, args.target)
+            # Serializing legalizes the module to VHLO in place: hand it a copy, its CHLO
+            # ops (erf in GELU, ...) rewritten to StableHLO first (VHLO has no CHLO).
+            portable = passes.run(lowered, "").module
+            jaxlib_compat.legalize_chlo(portable)
+            data = jaxlib_compat.serialize_portable_artifact(portable, args.target)
         except Exception as exc:  # MLIR reports an op the target cannot express as a plain error
             raise CliError(f"cannot write StableHLO {args.target}: {str(exc).strip().splitlines()[0]}") from None
         back = jaxlib_compat.deserialize_portable_artifact(lowered.module.context, data)

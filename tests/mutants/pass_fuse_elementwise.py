@@ -1,4 +1,4 @@
-"""Mutants of hlotrace/passes/fuse_elementwise.py and tools/export_cmd.py (see TESTING.md)."""
+"""Mutants of hlotrace/passes/fuse_elementwise.py and hlotrace/tools/export_cmd.py (see TESTING.md)."""
 
 from hlotrace.testing.mutation import Mutant
 
@@ -39,5 +39,33 @@ MUTANTS = [
         find='    composites = lowered.text(debug_info=False).count("stablehlo.composite")',
         replace="    composites = 0",
         why="the export summary reports no composites (what the user checks the artifact by)",
+    ),
+    Mutant(
+        id="scope-instances-merged",
+        file=FILE,
+        find="named.setdefault((found.scope, found.instance, found.backward), [])",
+        replace="named.setdefault((found.scope, 0, found.backward), [])",
+        why="two calls of softmax (two scope instances) are outlined as one composite",
+    ),
+    Mutant(
+        id="named-records-merged",
+        file=FILE,
+        find="named.setdefault((NAMED_RECORDS[found.op], found.record, found.backward), [])",
+        replace="named.setdefault((NAMED_RECORDS[found.op], 0, found.backward), [])",
+        why="every gelu (or log_softmax) of the program lands in one composite",
+    ),
+    Mutant(
+        id="attributes-swapped",
+        file=FILE,
+        find='attributes = {"records": " ".join(records), "lines": " ".join(lines)}',
+        replace='attributes = {"records": " ".join(lines), "lines": " ".join(records)}',
+        why="the composite's records and source lines attributes are swapped",
+    ),
+    Mutant(
+        id="export-default-target-too-old",
+        file="hlotrace/tools/export_cmd.py",
+        find='DEFAULT_TARGET = "1.0.0"',
+        replace='DEFAULT_TARGET = "0.9.0"',
+        why="the default target cannot express composites, so a plain export fails",
     ),
 ]

@@ -1,5 +1,5 @@
 """fuse-elementwise: named and anonymous composites, their attributes, bitwise results,
-backward ops grouped apart; `hlotrace export` writes (and reads back) portable artifacts."""
+backward ops grouped apart (`hlotrace export`: test_export.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ from hlotrace import functional as F
 from hlotrace import passes
 from hlotrace.autodiff import value_and_grad
 from hlotrace.jit import xla_trace
-from hlotrace.runtime import jaxlib_compat
 from hlotrace.testing.differential import assert_bitwise_equal, run_lowered
-from hlotrace.tools.cli import main
 
 
 def _fused(fn, arrays):
@@ -117,50 +115,6 @@ def test_composites_keep_results_and_speed_neutral_structure_after_xla():
     assert fusions[0] == fusions[1]  # XLA inlined the composites: the same fusions
 
 
-@pytest.fixture
-def saved_trace(tmp_path):
-    traced = xla_trace(lambda x: F.softmax(x, axis=-1) * 2.0, passes="")
-    traced(ht.tensor(_values()))
-    path = str(tmp_path / "s.trace.json")
-    traced.trace.save(path)
-    return path
-
-
-def test_export_writes_a_portable_artifact_that_keeps_the_composites(saved_trace, tmp_path, capsys):
-    out = str(tmp_path / "s.mlirbc")
-    assert main(["export", saved_trace, "-o", out]) == 0
-    assert "1 composites" in capsys.readouterr().err
-    with open(out, "rb") as f:
-        data = f.read()
-    ctx = jaxlib_compat.shared_context()
-    module = jaxlib_compat.deserialize_portable_artifact(ctx, data)
-    assert 'stablehlo.composite "hlotrace.softmax"' in str(module)
-    assert main(["export", saved_trace, "-o", str(tmp_path / "s.mlir"), "--text", "--passes", ""]) == 0
-    assert "stablehlo.composite" not in (tmp_path / "s.mlir").read_text()
-
-
-@pytest.mark.parametrize(
-    "argv, message",
-    [
-        (["--target", "0.9.0"], "cannot write StableHLO 0.9.0"),
-        (["--target", "99.0.0"], "outside the versions"),
-        (["--target", "one"], "not a version"),
-        (["--passes", "nope"], "unknown pass 'nope'"),
-    ],
-)
-def test_export_errors_are_one_line(saved_trace, tmp_path, capsys, argv, message):
-    assert main(["export", saved_trace, "-o", str(tmp_path / "x.mlirbc"), *argv]) == 2
-    err = capsys.readouterr().err
-    assert message in err and err.strip().splitlines()[-1].startswith("hlotrace: error:")
-
-
-def test_export_needs_its_arguments(capsys, tmp_path):
-    assert main(["export"]) == 2
-    assert main(["export", str(tmp_path / "missing.json"), "-o", str(tmp_path / "x")]) == 2
-    assert "no such file" in capsys.readouterr().err
-    assert main(["export", "--versions"]) == 0
-
-
 def test_a_group_whose_value_is_needed_midway_is_left_alone():
     x, w = _values((4, 8), 4), _values((8, 8), 5)
 
@@ -170,3 +124,22 @@ def test_a_group_whose_value_is_needed_midway_is_left_alone():
 
     _, out = _fused(program, [x, w])
     assert _composites(out) == []
+
+
+@pytest.mark.parametrize("shape", [(3, 8), (0, 8), (4, 0)])
+def test_plain_elementwise_chain_is_bitwise_equal_with_special_and_zero_size_values(shape):
+    x = _values(shape, 6) if 0 not in shape else np.zeros(shape, np.float32)
+    y = -x if 0 in shape else np.flip(_values(shape, 7))
+
+    def chain(x, y):
+        return F.maximum(F.abs(x) * y, -0.0) / (y + 1.0) - F.sqrt(F.abs(y))
+
+    _, out = _fused(chain, [x, y.copy()])
+    assert [c[0] for c in _composites(out)] == ["hlotrace.fusion.0"]
+
+
+def test_each_scope_instance_and_record_is_its_own_composite():
+    x = _values()
+    _, out = _fused(lambda x: (F.softmax(x, axis=-1), F.softmax(x * 2.0, axis=0), F.gelu(x), F.gelu(-x)), [x])
+    names = [c[0] for c in _composites(out)]
+    assert names.count("hlotrace.softmax") == 2 and names.count("hlotrace.gelu") == 2, names

@@ -313,6 +313,17 @@ def _astype_reference(x, *, dtype):
     return x.astype(dtype)
 
 
+def _astype_domain(x, *, dtype):
+    """Float to integer is defined for finite values inside the target's range."""
+    if not (np.dtype(x.dtype).kind == "f" or x.dtype == dt.bfloat16) or dtype not in dt.INTEGER or x.size == 0:
+        return None
+    wide = x.astype(np.float64)
+    info = np.iinfo(dtype)
+    if not np.isfinite(wide).all() or wide.min() <= info.min or wide.max() >= info.max:
+        return f"float to {np.dtype(dtype).name} of NaN, inf or out-of-range values is undefined"
+    return None
+
+
 register_op(
     OpDef(
         name="astype",
@@ -322,6 +333,7 @@ register_op(
         canonicalize=_astype_canonicalize,
         sample=lambda s: s.astype_sample(),
         vjp=VJPS["astype"],
+        domain=_astype_domain,
         doc="cast to dtype; float→int truncates toward zero (NaN/inf/out of range: undefined, as in NumPy)",
     )
 )

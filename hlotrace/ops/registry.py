@@ -59,6 +59,10 @@ class OpDef:
         :mod:`hlotrace.autodiff` for the contract. ``NOT_DIFFERENTIABLE`` marks ops whose
         result carries no gradient (comparisons, logic, integer results); ``None`` means
         nobody wrote one yet, and differentiating through the op is an error.
+      domain: optional ``(*arrays, **attrs) -> str | None``: why these operand values lie
+        outside the values the op defines a result for (None: inside). The op's sample
+        stays inside; the fuzzer keeps programs inside and calls a disagreement there an
+        undefined input.
     """
 
     name: str
@@ -71,6 +75,7 @@ class OpDef:
     variadic: bool = False
     vjp: Callable[..., Any] | None = None
     doc: str = ""
+    domain: Callable[..., str | None] | None = None
     tags: frozenset = field(default_factory=frozenset)
 
 

@@ -374,6 +374,14 @@ def legalize_chlo(module: ir.Module) -> None:
     run_mlir_pass(module, "func.func(chlo-legalize-to-stablehlo)")
 
 
+def eval_module(module: ir.Module, arguments: list) -> list:
+    """Run ``module``'s @main in the StableHLO reference interpreter on DenseElementsAttr
+    arguments; return its results as DenseElementsAttrs. It aborts the process on ops it
+    cannot run (rng_bit_generator, custom_call, raw CHLO, integer division by zero): call it
+    in a subprocess (hlotrace.testing.fuzz.interpreter)."""
+    return list(stablehlo.eval_module(module, arguments))
+
+
 # ---------------------------------------------------------------------------------------
 # Native greedy pattern rewriting (hlotrace.passes.rewrite.RuleSet)
 # ---------------------------------------------------------------------------------------

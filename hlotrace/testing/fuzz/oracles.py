@@ -1,0 +1,418 @@
+"""Run a program against every oracle and classify each disagreement.
+
+Oracles: the eager NumPy result (what hlotrace promises), the compiled PJRT result of the
+module as lowered, the compiled result with each registered pass switched on (all exact
+passes at once, then all passes; each alone when a group disagrees), the StableHLO reference interpreter (in a worker subprocess), and a
+float64 re-execution of the eager program, the judge that decides which side is wrong.
+
+The tolerance of a program output (the one tolerance table, widened by a stated rule):
+  - per op: the table's entry of each record on the output's path, at the output's dtype;
+    the output gets the largest, times the number of float records on the path (to first
+    order rounding errors add up along a chain);
+  - widened per element by 4 x |eager - float64 judge|: where the eager result itself is
+    off from the float64 re-execution, the program is ill-conditioned there at its
+    precision, and the compiled result may be off by as much;
+  - an element may also match the eager result computed with float subnormals flushed to
+    zero at every step (XLA:CPU flushes them, NumPy does not).
+
+Classes (each finding carries its evidence):
+  rule bug          the compiled result disagrees with an eager result that the float64 judge
+                    confirms, and the interpreter (when it runs the module) does not side with
+                    the eager result; or the module does not lower, verify or compile;
+  pass bug          the module as lowered agrees, the module after a pass does not (an exact
+                    pass: not bitwise equal; any pass: outside the tolerance), or a pass fails;
+  XLA disagreement  the interpreter agrees with eager NumPy and XLA does not (or the other way
+                    round): the StableHLO says one thing and XLA computes another;
+  undefined input   the eager result is itself off from the float64 judge at the elements that
+                    disagree (overflow, cancellation, a comparison of near-equal values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hlotrace.errors import HlotraceError
+from hlotrace.testing.fuzz.evaluate import evaluate, is_float
+from hlotrace.testing.fuzz.program import Program
+from hlotrace.testing.tolerances import Tolerance, mismatches, tolerance_for
+from hlotrace.testing.values import flush_subnormals
+
+RULE_BUG = "rule bug"
+PASS_BUG = "pass bug"
+XLA_DISAGREEMENT = "XLA disagreement"
+UNDEFINED_INPUT = "undefined input"
+CRASH = "crash"  # the process checking the program died (XLA or jaxlib aborted)
+CLASSES = (RULE_BUG, PASS_BUG, CRASH, XLA_DISAGREEMENT, UNDEFINED_INPUT)
+BUGS = (RULE_BUG, PASS_BUG, CRASH)  # what makes `hlotrace fuzz` exit with status 1
+JUDGE_WIDENING = 4.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # one of CLASSES
+    oracle: str  # "compiled", "pass:<name>", "pipeline:<text>", "interpreter", "lowering"
+    output: int | None  # the program output that disagrees (None: the whole module failed)
+    evidence: str  # one line
+
+    def signature(self) -> tuple:
+        """What the shrinker keeps constant: the same class, oracle and output."""
+        return (self.kind, self.oracle, self.output)
+
+    def __str__(self) -> str:
+        where = f" output {self.output}" if self.output is not None else ""
+        return f"{self.kind} [{self.oracle}{where}]: {self.evidence}"
+
+
+@dataclass
+class Verdict:
+    findings: list[Finding] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # oracle -> why it did not run
+    compiles: int = 0
+
+    @property
+    def bugs(self) -> list[Finding]:
+        return [f for f in self.findings if f.kind in BUGS]
+
+    def first(self) -> Finding | None:
+        return (self.bugs or self.findings or [None])[0]
+
+
+@dataclass
+class Oracles:
+    """Which oracles run: ``passes`` (names; default every registered pass), ``pipeline`` (a
+    whole pipeline compared too; default none), ``interpreter`` (an
+    :class:`~hlotrace.testing.fuzz.interpreter.Interpreter`, or None to skip it)."""
+
+    passes: tuple[str, ...] | None = None
+    pipeline: str | None = None  # also compare the module after this whole pipeline
+    interpreter: object | None = None
+    platform: str | None = None
+
+    def pass_names(self) -> tuple[str, ...]:
+        if self.passes is not None:
+            return self.passes
+        from hlotrace.passes.manager import parse_pipeline  # loads hlotrace's own passes
+        from hlotrace.passes.registry import PASSES
+
+        parse_pipeline("")
+        return tuple(sorted(PASSES))
+
+
+# -- tolerances ---------------------------------------------------------------------------
+
+
+def path_records(program: Program, var_id: int) -> list[int]:
+    """Indices of the records ``var_id`` depends on."""
+    producer = {out: i for i, r in enumerate(program.trace.records) for out in r.outputs}
+    seen, stack = set(), [var_id]
+    while stack:
+        v = stack.pop()
+        i = producer.get(v)
+        if i is None or i in seen:
+            continue
+        seen.add(i)
+        stack.extend(program.trace.records[i].inputs)
+    return sorted(seen)
+
+
+def _record_tolerance(program: Program, index: int) -> Tolerance | None:
+    record = program.trace.records[index]
+    dtype = program.trace.vars[record.outputs[0]].dtype
+    return tolerance_for(record.op, dtype) if is_float(dtype) else None
+
+
+def output_tolerance(program: Program, var_id: int) -> Tolerance:
+    dtype = program.trace.vars[var_id].dtype
+    if not is_float(dtype):
+        return tolerance_for("", dtype)
+    path = path_records(program, var_id)
+    table = [t for t in (_record_tolerance(program, i) for i in path) if t is not None] or [tolerance_for("", dtype)]
+    # Each record's entry at its own dtype: a float32 op's error stays float32-sized when a
+    # later astype widens its result.
+    scale = max(1, len(table))
+    return Tolerance(
+        max(max(t.rtol for t in table), tolerance_for("", dtype).rtol) * scale,
+        max(max(t.atol for t in table), tolerance_for("", dtype).atol) * scale,
+        "the table's largest entry on the path, times its float records",
+        all(t.signed_zeros for t in table),
+    )
+
+
+def disagreeing(actual, expected, tolerance: Tolerance, judge=None, alternative=None, perturbed=None) -> np.ndarray:
+    """Mask of the elements of ``actual`` that match neither ``expected`` nor ``alternative``
+    within ``tolerance`` widened by the distance of the judge (and of the perturbed eager
+    result) to ``expected``."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        return np.ones(expected.shape, bool)
+    bad = mismatches(actual, expected, tolerance)
+    if judge is not None and bad.any() and is_float(expected.dtype):
+        with np.errstate(all="ignore"):
+            slack = np.abs(expected.astype(np.float64) - np.asarray(judge, np.float64))
+            if perturbed is not None:
+                slack = np.maximum(slack, np.abs(expected.astype(np.float64) - np.asarray(perturbed, np.float64)))
+            slack = JUDGE_WIDENING * np.where(np.isfinite(slack), slack, 0.0)
+            wide = np.abs(actual.astype(np.float64) - expected.astype(np.float64)) <= slack
+            both_finite = np.isfinite(actual.astype(np.float64)) & np.isfinite(expected.astype(np.float64))
+        bad &= ~(wide & both_finite)
+    if alternative is not None and bad.any():
+        bad &= mismatches(actual, np.asarray(alternative), tolerance)
+    return bad
+
+
+def _bit_differences(a, b) -> np.ndarray:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return np.ones(b.shape, bool)
+    if not is_float(a.dtype):
+        return a != b
+    wa, wb = a.astype(np.float64), b.astype(np.float64)
+    same = ((wa == wb) & (np.signbit(wa) == np.signbit(wb))) | (np.isnan(wa) & np.isnan(wb))
+    return ~same
+
+
+def _first_diff(actual, expected, bad) -> str:
+    k = tuple(int(i) for i in np.argwhere(bad)[0])
+    got, want = np.asarray(actual)[k], np.asarray(expected)[k]
+    return f"{int(bad.sum())} of {bad.size} elements differ; first at {k}: got {got.item()!r}, eager {want.item()!r}"
+
+
+# -- the check ----------------------------------------------------------------------------
+
+
+def _flushed(program: Program) -> list[np.ndarray] | None:
+    """Eager outputs with subnormals flushed at the inputs, constants and every step."""
+    inputs = [flush_subnormals(a) if is_float(np.asarray(a).dtype) else a for a in program.inputs]
+    env = evaluate(program.trace, inputs, flush=True)
+    return [env[v] for v in program.trace.outputs]
+
+
+class _Run:
+    """The results of one program, computed on demand."""
+
+    def __init__(self, program: Program, oracles: Oracles):
+        self.program = program
+        self.oracles = oracles
+        self.verdict = Verdict()
+        env = evaluate(program.trace, program.inputs)
+        self.eager = [env[v] for v in program.trace.outputs]
+        self._judge = self._alt = self._perturbed = None
+        self.tolerances = [output_tolerance(program, v) for v in program.trace.outputs]
+
+    @property
+    def judge(self):
+        if self._judge is None:
+            env = evaluate(self.program.trace, self.program.inputs, wide=True)
+            self._judge = [env[v] for v in self.program.trace.outputs]
+        return self._judge
+
+    @property
+    def perturbed(self):
+        """Eager outputs with every float record's result nudged by its own tolerance (random
+        sign per element, seeded): how far the program carries the errors the table allows."""
+        if self._perturbed is None:
+            rng = np.random.default_rng(0)
+            trace = self.program.trace
+
+            def nudge(index, value):
+                tolerance = _record_tolerance(self.program, index)
+                if tolerance is None or value.size == 0:
+                    return value
+                signs = rng.choice((-1.0, 1.0), size=value.shape)
+                wide = value.astype(np.float64)
+                return (wide * (1 + tolerance.rtol * signs) + tolerance.atol * signs).astype(value.dtype)
+
+            env = evaluate(trace, self.program.inputs, perturb=nudge)
+            self._perturbed = [env[v] for v in trace.outputs]
+        return self._perturbed
+
+    @property
+    def alternative(self):
+        if self._alt is None:
+            self._alt = _flushed(self.program)
+        return self._alt
+
+    def bad(self, k: int, actual) -> np.ndarray:
+        expected = self.eager[k]
+        bad = mismatches_or_shape(actual, expected, self.tolerances[k])
+        if bad.any():
+            bad = disagreeing(
+                actual, expected, self.tolerances[k], self.judge[k], self.alternative[k], self.perturbed[k]
+            )
+        return bad
+
+    def compile_run(self, lowered):
+        from hlotrace.testing.differential import run_lowered
+
+        self.verdict.compiles += 1
+        return run_lowered(lowered, self.program.inputs, platform=self.oracles.platform)
+
+    def add(self, kind, oracle, output, evidence):
+        self.verdict.findings.append(Finding(kind, oracle, output, " ".join(evidence.split())))
+
+
+def mismatches_or_shape(actual, expected, tolerance) -> np.ndarray:
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        return np.ones(expected.shape, bool)
+    return mismatches(actual, expected, tolerance)
+
+
+def check(program: Program, oracles: Oracles | None = None) -> Verdict:
+    """Every oracle on ``program``; the verdict lists each disagreement, classified."""
+    from hlotrace.lowering import lower_trace
+
+    oracles = oracles or Oracles()
+    run = _Run(program, oracles)
+    try:
+        lowered = lower_trace(program.trace)
+        base = run.compile_run(lowered)
+    except HlotraceError as exc:
+        run.add(RULE_BUG, "lowering", None, f"{type(exc).__name__}: {exc}")
+        return run.verdict
+    base_bad = []
+    for k, actual in enumerate(base):
+        bad = run.bad(k, actual)
+        base_bad.append(bad.any())
+        if bad.any():
+            _classify_compiled(run, lowered, k, actual, bad)
+    _check_interpreter(run, lowered, base_bad)
+    _check_passes(run, lowered, base, base_bad)
+    return run.verdict
+
+
+def _check_passes(run: _Run, lowered, base, base_bad: list) -> None:
+    """Two compiles cover every pass: all exact passes at once (bitwise equal to the module as
+    lowered), then all passes at once (within the tolerance). When one of them disagrees,
+    each pass in it is switched on alone to name the culprit."""
+    from hlotrace.passes.registry import PASSES
+
+    names = run.oracles.pass_names()
+    exact = [n for n in names if PASSES[n].exact]
+    groups = [(exact, True), (list(names), False)] if len(exact) < len(names) else [(exact, True)]
+    texts = {lowered.text(): None}
+    for group, is_exact in groups:
+        found = _run_variant(run, lowered, ",".join(group), is_exact, base, base_bad, texts)
+        if found and len(group) > 1:
+            for name in group:
+                _run_variant(run, lowered, name, PASSES[name].exact, base, base_bad, texts, oracle=f"pass:{name}")
+    pipeline = run.oracles.pipeline
+    if pipeline:
+        _run_variant(run, lowered, pipeline, False, base, base_bad, texts, oracle=f"pipeline:{pipeline}")
+
+
+def _run_variant(run: _Run, lowered, pipeline: str, exact: bool, base, base_bad, texts: dict, oracle=None) -> bool:
+    """Compile ``lowered`` after ``pipeline`` (unless an identical module was compiled
+    already: ``texts`` maps module text to its results, None for the module as lowered);
+    whether a disagreement was found (findings are added only for single passes, i.e. when
+    ``oracle`` is given or the pipeline is one pass)."""
+    from hlotrace import passes
+
+    name = oracle or (f"pass:{pipeline}" if "," not in pipeline else f"passes:{pipeline}")
+    report = oracle is not None or "," not in pipeline
+    try:
+        after = passes.run(lowered, pipeline)
+    except Exception as exc:  # a pass that fails or breaks the module is a pass bug
+        if report:
+            run.add(PASS_BUG, name, None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        return True
+    text = after.text()
+    if text in texts:
+        results = texts[text]
+        if results is None:
+            return False  # the pass changed nothing
+    else:
+        try:
+            results = texts[text] = run.compile_run(after)
+        except HlotraceError as exc:
+            if report:
+                run.add(PASS_BUG, name, None, f"the module after the pass does not compile: {exc}")
+            return True
+    before = len(run.verdict.findings)
+    _check_variant(run, name, exact, base, results, base_bad)
+    found = len(run.verdict.findings) > before
+    if found and not report:
+        del run.verdict.findings[before:]
+    return found
+
+
+def _classify_compiled(run: _Run, lowered, k: int, actual, bad) -> None:
+    expected, judge = run.eager[k], run.judge[k]
+    if np.shape(actual) != np.shape(expected):
+        run.add(RULE_BUG, "compiled", k, f"shape {np.shape(actual)}, eager {np.shape(expected)}")
+        return
+    reason = domain_violation(run.program, run.program.trace.outputs[k])
+    if reason:
+        run.add(UNDEFINED_INPUT, "compiled", k, f"{_first_diff(actual, expected, bad)}; {reason}")
+        return
+    eager_off = disagreeing(expected, _narrow(judge, expected.dtype), run.tolerances[k]) & bad
+    if eager_off.any() or (is_float(expected.dtype) and not np.isfinite(judge[bad]).all()):
+        run.add(
+            UNDEFINED_INPUT,
+            "compiled",
+            k,
+            f"{_first_diff(actual, expected, bad)}; the float64 re-execution differs from eager there",
+        )
+        return
+    run.add(RULE_BUG, "compiled", k, _first_diff(actual, expected, bad))
+
+
+def domain_violation(program: Program, var_id: int) -> str | None:
+    """The first record on ``var_id``'s path whose operands are outside its op's domain."""
+    from hlotrace.ops.registry import OPS
+
+    path = path_records(program, var_id)
+    if not any(OPS[program.trace.records[i].op].domain for i in path):
+        return None
+    env = evaluate(program.trace, program.inputs)
+    for i in path:
+        record = program.trace.records[i]
+        domain = OPS[record.op].domain
+        reason = domain and domain(*[env[v] for v in record.inputs], **record.attrs)
+        if reason:
+            return f"record {i} {record.op}: {reason}"
+    return None
+
+
+def _narrow(judge, dtype) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(judge).astype(dtype)
+
+
+def _check_interpreter(run: _Run, lowered, base_bad: list) -> None:
+    interpreter = run.oracles.interpreter
+    if interpreter is None:
+        run.verdict.skipped["interpreter"] = "not asked for"
+        return
+    if not run.program.trace.outputs or sum(int(np.size(e)) for e in run.eager) > 1 << 16:
+        run.verdict.skipped["interpreter"] = "too large for the interpreter"
+        return
+    results = interpreter.run(lowered.text(), run.program.inputs)
+    if isinstance(results, str):
+        run.verdict.skipped["interpreter"] = results
+        return
+    for k, value in enumerate(results):
+        bad = run.bad(k, value)
+        compiled_finding = next((f for f in run.verdict.findings if f.output == k and f.oracle == "compiled"), None)
+        if compiled_finding is not None and compiled_finding.kind == RULE_BUG and not bad.any():
+            # The StableHLO computes what eager NumPy does in the spec's interpreter: XLA is the odd one out.
+            run.verdict.findings.remove(compiled_finding)
+            run.add(XLA_DISAGREEMENT, "compiled", k, f"{compiled_finding.evidence}; the interpreter agrees with eager")
+        elif bad.any() and not base_bad[k]:
+            run.add(
+                XLA_DISAGREEMENT, "interpreter", k, f"{_first_diff(value, run.eager[k], bad)} (XLA agrees with eager)"
+            )
+
+
+def _check_variant(run: _Run, oracle: str, exact: bool, base, results, base_bad: list) -> None:
+    from hlotrace.testing.differential import bitwise_equal
+
+    for k, (before, after) in enumerate(zip(base, results, strict=True)):
+        if exact and not bitwise_equal(after, before):
+            diff = _bit_differences(after, before)
+            run.add(PASS_BUG, oracle, k, f"an exact pass changed bits: {_first_diff(after, before, diff)} (vs no pass)")
+            continue
+        if not base_bad[k] and run.bad(k, after).any():
+            run.add(PASS_BUG, oracle, k, _first_diff(after, run.eager[k], run.bad(k, after)))

@@ -1,0 +1,252 @@
+"""A fuzzing session: generate, check, shrink and save, for a time budget, in worker processes.
+
+Program ``i`` of a session with seed ``S`` is ``generate(program_seed(S, i))``: the same
+seed gives the same programs in the same order (how many fit in the time budget depends on
+the machine). Each worker process checks whole programs (generation, every oracle, and the
+shrinking of a bug it finds); a worker that dies (XLA or jaxlib aborting) is reported as a
+crash with the program's seed, and replaced.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib
+import importlib.util
+import multiprocessing
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hlotrace.testing.fuzz.oracles import BUGS, CLASSES, CRASH, XLA_DISAGREEMENT, Oracles, check
+
+# Classes worth a shrunk, saved repro (undefined inputs are counted, not saved).
+SAVED_CLASSES = (*BUGS, XLA_DISAGREEMENT)
+
+
+def program_seed(seed: int, index: int) -> int:
+    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+
+
+@dataclass
+class Settings:
+    seed: int = 0
+    ops: tuple[str, ...] | None = None
+    passes: tuple[str, ...] | None = None
+    pipeline: str | None = None
+    imports: tuple[str, ...] = ()
+    out_dir: str | None = None
+    interpreter: bool = True
+    max_ops: int = 30
+    platform: str | None = None
+    shrink: bool = True
+
+
+@dataclass
+class Outcome:
+    """What checking one program found (picklable: it crosses the worker boundary)."""
+
+    index: int
+    seed: int
+    size: int = 0
+    findings: list = field(default_factory=list)  # (kind, oracle, output, evidence)
+    skipped: list = field(default_factory=list)  # reasons
+    saved: str | None = None
+    description: str = ""
+    shrunk_size: int | None = None
+    shrink_checks: int = 0
+
+
+@dataclass
+class Report:
+    programs: int = 0
+    records: int = 0
+    seconds: float = 0.0
+    classes: Counter = field(default_factory=Counter)  # class -> programs with such a finding
+    saved: list = field(default_factory=list)  # (class, path, description, shrunk size)
+    skipped: Counter = field(default_factory=Counter)
+    examples: dict = field(default_factory=dict)  # class -> first Outcome of that class
+
+    @property
+    def bugs(self) -> int:
+        return sum(self.classes[c] for c in BUGS)
+
+    def add(self, outcome: Outcome) -> None:
+        self.programs += 1
+        self.records += outcome.size
+        for kind in {f[0] for f in outcome.findings}:
+            self.classes[kind] += 1
+            self.examples.setdefault(kind, outcome)
+        for reason in outcome.skipped:
+            self.skipped[reason] += 1
+        if outcome.saved:
+            kind = outcome.findings[0][0] if outcome.findings else ""
+            self.saved.append((kind, outcome.saved, outcome.description, outcome.shrunk_size))
+
+    def table(self) -> str:
+        rate = self.programs / self.seconds if self.seconds else 0.0
+        lines = [
+            f"{self.programs} programs ({self.records} ops) in {self.seconds:.0f} s: {rate:.2f} programs/s, "
+            f"{rate * 3600:,.0f} per hour",
+            f"{'class':<18} {'programs':>8}  first seed",
+        ]
+        for kind in CLASSES:
+            example = self.examples.get(kind)
+            lines.append(f"{kind:<18} {self.classes[kind]:>8}  {example.seed if example else '-'}")
+        for _kind, path, description, size in self.saved:
+            lines.append(f"saved {path} ({size} ops): {description}")
+        if self.skipped:
+            top = ", ".join(f"{reason} ({n})" for reason, n in self.skipped.most_common(3))
+            lines.append(f"oracles skipped: {top}")
+        return "\n".join(lines)
+
+
+def import_user_modules(names) -> None:
+    """Import each of ``names``: a module name (``mypkg.ops``) or a ``.py`` file path."""
+    for name in names:
+        if name.endswith(".py") or os.sep in name:
+            if not os.path.exists(name):
+                raise ImportError(f"no such file: {name}")
+            module_name = f"hlotrace_user_{os.path.splitext(os.path.basename(name))[0]}"
+            spec = importlib.util.spec_from_file_location(module_name, name)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+        else:
+            importlib.import_module(name)
+
+
+# -- one program ------------------------------------------------------------------------
+
+_WORKER: dict = {}
+
+
+def _oracles(settings: Settings) -> Oracles:
+    if "oracles" not in _WORKER:
+        from hlotrace.testing.fuzz.interpreter import Interpreter
+
+        _WORKER["oracles"] = Oracles(
+            passes=settings.passes,
+            pipeline=settings.pipeline,
+            interpreter=Interpreter() if settings.interpreter else None,
+            platform=settings.platform,
+        )
+    return _WORKER["oracles"]
+
+
+def _init_worker(settings: Settings) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import hlotrace  # noqa: F401
+
+    import_user_modules(settings.imports)
+
+
+def run_one(settings: Settings, index: int) -> Outcome:
+    """Generate, check and (on a finding worth saving) shrink and save program ``index``."""
+    from hlotrace.testing.fuzz.generate import GeneratorError, generate
+    from hlotrace.testing.fuzz.shrink import shrink
+
+    seed = program_seed(settings.seed, index)
+    outcome = Outcome(index, seed)
+    try:
+        program = generate(seed, settings.ops, settings.max_ops)
+    except GeneratorError as exc:
+        outcome.findings.append(("rule bug", "eager", None, f"the generator could not apply an op: {exc}"))
+        return outcome
+    outcome.size = program.size
+    if not program.trace.records:
+        return outcome
+    oracles = _oracles(settings)
+    verdict = check(program, oracles)
+    outcome.findings = [(f.kind, f.oracle, f.output, f.evidence) for f in verdict.findings]
+    outcome.skipped = sorted(set(verdict.skipped.values()))
+    worth = [f for f in verdict.findings if f.kind in SAVED_CLASSES]
+    if worth and settings.out_dir:
+        finding = next((f for f in worth if f.kind in BUGS), worth[0])
+        small, found, checks = shrink(program, finding, oracles) if settings.shrink else (program, finding, 0)
+        if not settings.shrink:
+            from hlotrace.testing.fuzz.shrink import describe
+
+            small.description = describe(program, finding)
+        os.makedirs(settings.out_dir, exist_ok=True)
+        path = os.path.join(settings.out_dir, f"{found.kind.replace(' ', '-')}-{seed}.trace.json")
+        small.save(path)
+        outcome.saved, outcome.description = path, small.description
+        outcome.shrunk_size, outcome.shrink_checks = small.size, checks
+    return outcome
+
+
+# -- the session --------------------------------------------------------------------------
+
+
+def _crash(index: int, seed: int, why: str) -> Outcome:
+    return Outcome(index, seed, findings=[(CRASH, "worker", None, why)])
+
+
+def fuzz(settings: Settings, seconds: float, jobs: int = 1, max_programs: int | None = None, progress=None) -> Report:
+    """Fuzz for ``seconds`` (or ``max_programs``); ``progress(report)`` is called as results
+    arrive. ``jobs`` > 1 checks programs in that many worker processes."""
+    report = Report()
+    start = time.perf_counter()
+    deadline = start + seconds
+    limit = max_programs if max_programs is not None else sys.maxsize
+
+    def done(outcome: Outcome) -> None:
+        report.add(outcome)
+        report.seconds = time.perf_counter() - start
+        if progress:
+            progress(report)
+
+    if jobs <= 1:
+        _init_worker(settings)
+        index = 0
+        while index < limit and time.perf_counter() < deadline:
+            done(run_one(settings, index))
+            index += 1
+        _close_worker()
+        report.seconds = time.perf_counter() - start
+        return report
+    context = multiprocessing.get_context("spawn")
+    index = 0
+    while index < limit and time.perf_counter() < deadline:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            jobs, mp_context=context, initializer=_init_worker, initargs=(settings,)
+        )
+        pending: dict = {}
+        try:
+            while (index < limit and time.perf_counter() < deadline) or pending:
+                while len(pending) < 2 * jobs and index < limit and time.perf_counter() < deadline:
+                    pending[pool.submit(run_one, settings, index)] = index
+                    index += 1
+                finished, _ = concurrent.futures.wait(pending, timeout=1.0, return_when="FIRST_COMPLETED")
+                for future in finished:
+                    i = pending.pop(future)
+                    done(future.result())
+        except concurrent.futures.process.BrokenProcessPool:
+            # A worker died: which program killed it is not known, so each in-flight one is
+            # re-run alone; the one that dies again is the crash.
+            for i in sorted(pending.values()):
+                done(_run_alone(settings, i, context))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _run_alone(settings: Settings, index: int, context) -> Outcome:
+    with concurrent.futures.ProcessPoolExecutor(
+        1, mp_context=context, initializer=_init_worker, initargs=(settings,)
+    ) as pool:
+        try:
+            return pool.submit(run_one, settings, index).result()
+        except concurrent.futures.process.BrokenProcessPool:
+            return _crash(index, program_seed(settings.seed, index), "the process checking this program died")
+
+
+def _close_worker() -> None:
+    oracles = _WORKER.pop("oracles", None)
+    if oracles is not None and oracles.interpreter is not None:
+        oracles.interpreter.close()

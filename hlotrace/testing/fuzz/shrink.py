@@ -1,0 +1,176 @@
+"""Shrinking: reduce a program that shows a disagreement to a small one that shows the same.
+
+Steps, repeated while one of them makes progress, each kept only when the re-check finds the
+same class of disagreement from the same oracle and no new NaN or infinity appeared:
+  1. keep only the records on the failing output's path;
+  2. delete a record: its result becomes a fresh input holding the value it had, or (when
+     shapes and dtypes allow) one of its own operands;
+  3. turn an input into a constant;
+  4. shrink shapes: cut an input or constant along one dimension (to 1, then to half), the
+     shapes of every later value inferred again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from hlotrace.testing.fuzz.evaluate import evaluate, is_float
+from hlotrace.testing.fuzz.oracles import Finding, Oracles, check
+from hlotrace.testing.fuzz.program import Program, compact, replace_by_value, retyped, slice_to
+
+MAX_CHECKS = 400
+
+
+def _nonfinite(program: Program) -> int:
+    env = evaluate(program.trace, program.inputs)
+    count = 0
+    for value in env.values():
+        if is_float(value.dtype) and value.size:
+            count += int(np.sum(~np.isfinite(value.astype(np.float64))))
+    return count
+
+
+def _focused(oracles: Oracles, finding: Finding) -> Oracles:
+    """Only the oracles the finding needs: re-checks are most of the shrinker's time."""
+    interpreter = oracles.interpreter if "interpreter" in finding.oracle or finding.kind == "XLA disagreement" else None
+    if finding.oracle.startswith("pass:"):
+        passes = (finding.oracle.split(":", 1)[1],)
+    elif finding.oracle.startswith("pipeline:"):
+        return dataclasses.replace(oracles, passes=(), interpreter=interpreter)
+    else:
+        passes = ()
+    return dataclasses.replace(
+        oracles,
+        passes=passes,
+        pipeline=oracles.pipeline if finding.oracle.startswith("pipeline:") else None,
+        interpreter=interpreter,
+    )
+
+
+class Shrinker:
+    def __init__(self, finding: Finding, oracles: Oracles, max_checks: int = MAX_CHECKS):
+        self.finding = finding
+        self.oracles = _focused(oracles, finding)
+        self.max_checks = max_checks
+        self.checks = 0
+        self.nonfinite = None
+
+    def reproduces(self, candidate: Program, output: int | None) -> Finding | None:
+        if self.checks >= self.max_checks or not candidate.trace.outputs:
+            return None
+        try:
+            if _nonfinite(candidate) > self.nonfinite:
+                return None
+        except Exception:  # a shrunk shape an op's reference refuses
+            return None
+        self.checks += 1
+        for found in check(candidate, self.oracles).findings:
+            if (found.kind, found.oracle) == (self.finding.kind, self.finding.oracle) and (
+                output is None or found.output == output
+            ):
+                return found
+        return None
+
+    def shrink(self, program: Program) -> tuple[Program, Finding]:
+        self.nonfinite = _nonfinite(program)
+        best, finding = program, self.finding
+        if finding.output is not None:
+            sliced = compact(
+                dataclasses.replace(program, trace=slice_to(program.trace, [program.trace.outputs[finding.output]]))
+            )
+            found = self.reproduces(sliced, 0)
+            if found:
+                best, finding = sliced, found
+        else:
+            for var_id in program.trace.outputs:
+                sliced = compact(dataclasses.replace(program, trace=slice_to(program.trace, [var_id])))
+                found = self.reproduces(sliced, None)
+                if found:
+                    best, finding = sliced, found
+                    break
+        output = 0 if len(best.trace.outputs) == 1 and finding.output is not None else None
+        progress = True
+        while progress and self.checks < self.max_checks:
+            progress = False
+            for step in (self._delete_records, self._inputs_to_constants, self._smaller_shapes):
+                result = step(best, output)
+                if result is not None:
+                    best, finding = result
+                    progress = True
+        return best, finding
+
+    def _try(self, candidates, output):
+        for candidate in candidates:
+            found = self.reproduces(candidate, output)
+            if found:
+                return candidate, found
+        return None
+
+    def _delete_records(self, program: Program, output):
+        env = evaluate(program.trace, program.inputs)
+        for record in program.trace.records:
+            (out_id,) = record.outputs
+            aval = program.trace.aval(out_id)
+            candidates = []
+            for operand in record.inputs:
+                if program.trace.aval(operand) == aval:  # bypass the record
+                    candidates.append(_bypass(program, out_id, operand))
+            candidates.append(replace_by_value(program, out_id, env[out_id], as_constant=False))
+            result = self._try(candidates, output)
+            if result:
+                return result
+        return None
+
+    def _inputs_to_constants(self, program: Program, output):
+        for var_id, value in zip(program.trace.inputs, program.inputs, strict=True):
+            result = self._try([replace_by_value(program, var_id, value, as_constant=True)], output)
+            if result:
+                return result
+        return None
+
+    def _smaller_shapes(self, program: Program, output):
+        for k, value in enumerate(program.inputs):
+            for axis, size in enumerate(value.shape):
+                for new_size in sorted({1, size // 2} - {0, size}):
+                    inputs = list(program.inputs)
+                    inputs[k] = np.ascontiguousarray(np.take(value, range(new_size), axis=axis))
+                    try:
+                        candidate = retyped(program, inputs)
+                    except Exception:  # an op refuses the new shape
+                        continue
+                    result = self._try([candidate], output)
+                    if result:
+                        return result
+        return None
+
+
+def _bypass(program: Program, out_id: int, operand: int) -> Program:
+    """``program`` with every use of ``out_id`` reading ``operand`` instead."""
+    trace = program.trace
+    records = [
+        dataclasses.replace(r, inputs=tuple(operand if v == out_id else v for v in r.inputs))
+        for r in trace.records
+        if out_id not in r.outputs
+    ]
+    outputs = [operand if v == out_id else v for v in trace.outputs]
+    new = dataclasses.replace(trace, records=records, outputs=outputs, backward=set(), scopes={})
+    return compact(dataclasses.replace(program, trace=slice_to(new, outputs)))
+
+
+def describe(program: Program, finding: Finding) -> str:
+    """One line: the class, the oracle and the ops of the shrunk program."""
+    ops = " -> ".join(program.ops()) or "no ops"
+    return f"{finding.kind} [{finding.oracle}] in {ops}: {finding.evidence}"
+
+
+def shrink(program: Program, finding: Finding, oracles: Oracles | None = None, max_checks: int = MAX_CHECKS):
+    """The smallest program found that shows ``finding``'s disagreement, with its finding and
+    the number of re-checks it took."""
+    shrinker = Shrinker(finding, oracles or Oracles(), max_checks)
+    small, found = shrinker.shrink(program)
+    small = dataclasses.replace(
+        small, description=describe(small, found), meta={"class": found.kind, "oracle": found.oracle}
+    )
+    return small, found, shrinker.checks

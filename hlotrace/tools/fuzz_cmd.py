@@ -1,0 +1,162 @@
+"""``hlotrace fuzz``: random programs from the op registry against every oracle."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+DESCRIPTION = """\
+Generate random programs of 1-30 ops from the op registry (each op's own sample strategy
+draws its attributes and fresh inputs; earlier results feed later ops where inference
+accepts them), and run each against every oracle: the eager NumPy result, the compiled
+PJRT result, the compiled result with every registered pass switched on, the StableHLO
+reference interpreter (in a subprocess), and a float64 re-execution that decides which side
+of a disagreement is wrong. Every disagreement is classified:
+
+  rule bug          the compiled module computes something else than eager NumPy (which the
+                    float64 re-execution confirms), or it does not lower or compile
+  pass bug          the module agrees as lowered and disagrees after a pass
+  crash             the process checking a program died
+  XLA disagreement  the interpreter and XLA disagree about the same StableHLO
+  undefined input   the eager result is itself off at its precision (overflow, cancellation)
+
+Rule and pass bugs (and XLA disagreements) are shrunk to a small program and saved in --out
+as trace files (the inputs included) that 'hlotrace replay' re-runs and 'hlotrace show'
+prints. The same --seed gives the same programs in the same order. Exit status: 1 when a
+rule bug, pass bug or crash was found, 0 otherwise, 2 for bad arguments."""
+
+EPILOG = """\
+examples:
+  hlotrace fuzz --seconds 60
+  hlotrace fuzz --seconds 600 --seed 7 --ops matmul,add,exp,sum --out fuzz-out/
+  hlotrace fuzz --seconds 120 --passes simplify,fuse-reductions
+  hlotrace fuzz --import mylib.ops --ops my_op,add --seconds 60   # your own ops and rules
+  hlotrace replay fuzz-out/rule-bug-123456.trace.json"""
+
+
+def add_parser(sub, formatter) -> None:
+    parser = sub.add_parser(
+        "fuzz",
+        help="check random programs against every oracle; shrink and save what disagrees",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=formatter,
+    )
+    parser.add_argument("--seconds", type=float, default=60.0, help="time budget (default: 60)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="session seed: the same seed, the same programs (default: 0)"
+    )
+    parser.add_argument("--programs", type=int, metavar="N", help="stop after N programs (whatever the time)")
+    parser.add_argument("--ops", metavar="A,B", help="draw only these ops (default: every registered op)")
+    parser.add_argument(
+        "--passes", metavar="P,Q", help="check only these passes (default: every registered pass); '' for none"
+    )
+    parser.add_argument("--pipeline", metavar="PIPELINE", help="also check the module after this whole pipeline")
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE (a name or a .py file) first, so its ops, rules and passes are fuzzed (repeatable)",
+    )
+    parser.add_argument("--out", default="fuzz-out", metavar="DIR", help="where shrunk repros go (default: fuzz-out)")
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: one per core)"
+    )
+    parser.add_argument("--max-ops", type=int, default=30, help="longest program (default: 30)")
+    parser.add_argument("--no-interpreter", action="store_true", help="skip the StableHLO interpreter oracle")
+    parser.add_argument("--no-shrink", action="store_true", help="save failing programs as generated")
+    parser.add_argument("--platform", choices=("cpu", "cuda"), help="PJRT platform (default: CUDA if present)")
+    parser.set_defaults(handler=run)
+
+
+def _names(text):
+    return None if text is None else tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def settings_from(args):
+    """Settings from parsed arguments; bad names are CliErrors."""
+    from hlotrace.testing.fuzz.generate import select_ops
+    from hlotrace.testing.fuzz.session import Settings, import_user_modules
+    from hlotrace.tools.cli import CliError
+
+    try:
+        import_user_modules(args.imports)
+    except Exception as exc:  # the user's module failed to import
+        raise CliError(f"--import: cannot import {exc}") from None
+    ops = _names(args.ops)
+    try:
+        select_ops(ops)
+    except KeyError as exc:
+        raise CliError(f"--ops: {exc.args[0]}") from None
+    passes = _names(args.passes)
+    if passes:
+        from hlotrace.passes.manager import parse_pipeline
+
+        try:
+            parse_pipeline(",".join(passes))
+        except Exception as exc:
+            raise CliError(f"--passes: {exc}") from None
+    if args.max_ops < 1:
+        raise CliError(f"--max-ops must be at least 1, not {args.max_ops}")
+    return Settings(
+        seed=args.seed,
+        ops=ops,
+        passes=passes,
+        pipeline=args.pipeline,
+        imports=tuple(args.imports),
+        out_dir=args.out,
+        interpreter=not args.no_interpreter,
+        max_ops=args.max_ops,
+        platform=args.platform,
+        shrink=not args.no_shrink,
+    )
+
+
+class Progress:
+    """A one-line progress bar on a terminal; a line every 10 s otherwise."""
+
+    def __init__(self, seconds: float, stream=sys.stderr):
+        self.seconds = seconds
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last = 0.0
+
+    def __call__(self, report) -> None:
+        now = time.perf_counter()
+        if now - self.last < (0.25 if self.tty else 10.0):
+            return
+        self.last = now
+        rate = report.programs / report.seconds if report.seconds else 0.0
+        done = min(1.0, report.seconds / self.seconds) if self.seconds else 1.0
+        bar = "#" * int(done * 20)
+        others = sum(report.classes.values()) - report.bugs
+        line = (
+            f"[{bar:<20}] {report.seconds:4.0f}/{self.seconds:.0f} s  {report.programs} programs ({rate:.1f}/s)  "
+            f"bugs {report.bugs}  other findings {others}"
+        )
+        self.stream.write(f"\r{line}" if self.tty else f"{line}\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+def run(args) -> int:
+    from hlotrace.testing.fuzz.session import fuzz
+    from hlotrace.tools.cli import CliError
+
+    if args.seconds <= 0 and not args.programs:
+        raise CliError("--seconds must be positive")
+    if args.jobs < 1:
+        raise CliError(f"--jobs must be at least 1, not {args.jobs}")
+    settings = settings_from(args)
+    progress = Progress(args.seconds)
+    seconds = args.seconds if args.seconds > 0 else float("inf")
+    report = fuzz(settings, seconds, jobs=args.jobs, max_programs=args.programs, progress=progress)
+    progress.close()
+    print(report.table())
+    return 1 if report.bugs else 0

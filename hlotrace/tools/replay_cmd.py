@@ -1,0 +1,89 @@
+"""``hlotrace replay``: re-run a saved program against every oracle."""
+
+from __future__ import annotations
+
+DESCRIPTION = """\
+Load a program saved by 'hlotrace fuzz' (a trace file with its inputs; a plain trace file
+gets random inputs), print it, run it against every oracle (eager NumPy, compiled, every
+pass, the StableHLO interpreter, the float64 re-execution) and print the verdict: each
+disagreement with its class and evidence. Exit status 1 when the saved disagreement (its
+class and oracle) reproduces, or, for a file without one, when any rule or pass bug shows;
+0 when it does not; 2 for a bad file."""
+
+EPILOG = """\
+examples:
+  hlotrace replay fuzz-out/rule-bug-123456.trace.json
+  hlotrace replay --import mylib.ops fuzz-out/pass-bug-99.trace.json
+  hlotrace replay step.trace.json --no-interpreter"""
+
+
+def add_parser(sub, formatter) -> None:
+    parser = sub.add_parser(
+        "replay",
+        help="re-run a saved fuzz program against every oracle and print the verdict",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=formatter,
+    )
+    parser.add_argument("file", metavar="FILE", help="a trace file written by 'hlotrace fuzz' (or any trace file)")
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (repeatable)",
+    )
+    parser.add_argument("--passes", metavar="P,Q", help="check only these passes (default: every registered pass)")
+    parser.add_argument("--no-interpreter", action="store_true", help="skip the StableHLO interpreter oracle")
+    parser.add_argument("--platform", choices=("cpu", "cuda"), help="PJRT platform (default: CUDA if present)")
+    parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    import os
+
+    from hlotrace.errors import TraceError
+    from hlotrace.testing.fuzz.interpreter import Interpreter
+    from hlotrace.testing.fuzz.oracles import BUGS, Oracles, check
+    from hlotrace.testing.fuzz.program import Program
+    from hlotrace.testing.fuzz.session import import_user_modules
+    from hlotrace.tools.cli import CliError
+
+    try:
+        import_user_modules(args.imports)
+    except Exception as exc:
+        raise CliError(f"--import: cannot import {exc}") from None
+    if not os.path.exists(args.file):
+        raise CliError(f"no such file: {args.file}")
+    try:
+        program = Program.load(args.file)
+    except (TraceError, KeyError, ValueError) as exc:
+        raise CliError(f"{args.file}: {exc}") from None
+    from hlotrace.ops.registry import OPS
+
+    unknown = sorted({r.op for r in program.trace.records} - set(OPS))
+    if unknown:
+        raise CliError(f"{args.file} uses op(s) not registered here: {', '.join(unknown)} (use --import MODULE)")
+    passes = None if args.passes is None else tuple(n for n in args.passes.split(",") if n)
+    interpreter = None if args.no_interpreter else Interpreter()
+    try:
+        verdict = check(program, Oracles(passes=passes, interpreter=interpreter, platform=args.platform))
+    finally:
+        if interpreter is not None:
+            interpreter.close()
+    print(program.trace)
+    if program.description:
+        print(f"saved: {program.description}")
+    for oracle, why in verdict.skipped.items():
+        print(f"skipped {oracle}: {why}")
+    if not verdict.findings:
+        print("verdict: every oracle agrees")
+    for finding in verdict.findings:
+        print(f"verdict: {finding}")
+    saved = (program.meta.get("class"), program.meta.get("oracle"))
+    if saved[0]:
+        reproduced = any((f.kind, f.oracle) == saved for f in verdict.findings)
+        print(f"the saved {saved[0]} [{saved[1]}] {'reproduces' if reproduced else 'does not reproduce'}")
+        return 1 if reproduced else 0
+    return 1 if any(f.kind in BUGS for f in verdict.findings) else 0

@@ -8,6 +8,8 @@
     hlotrace show step.trace.json --lower                                # a saved trace, lowered
     hlotrace passes                                                      # the passes pipelines may name
     hlotrace export step.trace.json -o step.mlirbc                       # portable artifact, composites kept
+    hlotrace fuzz --seconds 60                                           # random programs vs every oracle
+    hlotrace replay fuzz-out/rule-bug-123.trace.json                     # re-run a saved repro
 
 User mistakes (a missing or broken file, an unknown function, a malformed ``--input``, the
 wrong number of inputs, a bad trace file, an hlotrace error while recording or lowering)
@@ -60,6 +62,7 @@ examples:
   hlotrace rules --json
   hlotrace show forward.trace.json --lower
   hlotrace passes
+  hlotrace fuzz --seconds 60 --ops matmul,add,exp
 
 Run 'hlotrace COMMAND --help' for a command's options. User errors print one line
 'hlotrace: error: ...' and exit with status 2."""
@@ -158,11 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     rules.set_defaults(handler=_cmd_rules)
 
-    from hlotrace.tools import export_cmd, passes_cmd, show_cmd
+    from hlotrace.tools import export_cmd, fuzz_cmd, passes_cmd, replay_cmd, show_cmd
 
     show_cmd.add_parser(sub, _FORMATTER)
     passes_cmd.add_parser(sub, _FORMATTER)
     export_cmd.add_parser(sub, _FORMATTER)
+    fuzz_cmd.add_parser(sub, _FORMATTER)
+    replay_cmd.add_parser(sub, _FORMATTER)
     return parser
 
 
@@ -184,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
-        print(f"{PROG}: error: a command is required (lower, rules, show, passes or export)", file=sys.stderr)
+        print(f"{PROG}: error: a command is required (lower, rules, show, passes, export, fuzz or replay)", file=sys.stderr)
         return 2
     from hlotrace.errors import HlotraceError
 

@@ -23,7 +23,7 @@ _UNSUPPORTED = re.compile(
     r"stablehlo\.rng\b|rng_bit_generator|custom_call|cholesky|"
     r"stablehlo\.(?:divide|remainder)\b[^\n]*tensor<(?:[0-9]+x)*u?i\d+>"
 )
-TIMEOUT_SECONDS = 30.0
+TIMEOUT_SECONDS = 5.0  # the interpreter's reduce_window and gathers are slow; longer counts as skipped
 
 
 def unsupported_reason(module_text: str) -> str | None:

@@ -104,9 +104,16 @@ class Report:
         return "\n".join(lines)
 
 
+_IMPORTED: set = set()
+
+
 def import_user_modules(names) -> None:
-    """Import each of ``names``: a module name (``mypkg.ops``) or a ``.py`` file path."""
+    """Import each of ``names`` once per process: a module name (``mypkg.ops``) or a ``.py``
+    file path."""
     for name in names:
+        key = os.path.abspath(name) if name.endswith(".py") or os.sep in name else name
+        if key in _IMPORTED:
+            continue
         if name.endswith(".py") or os.sep in name:
             if not os.path.exists(name):
                 raise ImportError(f"no such file: {name}")
@@ -117,6 +124,7 @@ def import_user_modules(names) -> None:
             spec.loader.exec_module(module)
         else:
             importlib.import_module(name)
+        _IMPORTED.add(key)
 
 
 # -- one program ------------------------------------------------------------------------
@@ -147,7 +155,7 @@ def _init_worker(settings: Settings) -> None:
 def run_one(settings: Settings, index: int) -> Outcome:
     """Generate, check and (on a finding worth saving) shrink and save program ``index``."""
     from hlotrace.testing.fuzz.generate import GeneratorError, generate
-    from hlotrace.testing.fuzz.shrink import shrink
+    from hlotrace.testing.fuzz.shrink import describe, shrink
 
     seed = program_seed(settings.seed, index)
     outcome = Outcome(index, seed)
@@ -167,10 +175,18 @@ def run_one(settings: Settings, index: int) -> Outcome:
     if worth and settings.out_dir:
         finding = next((f for f in worth if f.kind in BUGS), worth[0])
         small, found, checks = shrink(program, finding, oracles) if settings.shrink else (program, finding, 0)
-        if not settings.shrink:
-            from hlotrace.testing.fuzz.shrink import describe
-
-            small.description = describe(program, finding)
+        # The shrinker re-checks with the oracles the finding needed; the small program is
+        # checked by all of them once more (an interpreter that could not run the whole
+        # program may run this one, and turn a rule bug into an XLA disagreement).
+        final = check(small, oracles)
+        again = next((f for f in final.findings if f.oracle == found.oracle), None) or final.first()
+        if again is not None:
+            found = again
+        small.description = describe(small, found)
+        small.meta = {"class": found.kind, "oracle": found.oracle}
+        if found.kind != finding.kind:  # the shrunk program's verdict replaces the first one
+            outcome.findings = [f for f in outcome.findings if (f[0], f[1]) != (finding.kind, finding.oracle)]
+            outcome.findings.insert(0, (found.kind, found.oracle, found.output, f"after shrinking: {found.evidence}"))
         os.makedirs(settings.out_dir, exist_ok=True)
         path = os.path.join(settings.out_dir, f"{found.kind.replace(' ', '-')}-{seed}.trace.json")
         small.save(path)

@@ -2,11 +2,12 @@
 
 Steps, repeated while one of them makes progress, each kept only when the re-check finds the
 same class of disagreement from the same oracle and no new NaN or infinity appeared:
-  1. keep only the records on the failing output's path;
+  1. keep only the records on the failing output's path (then: on an earlier value's path,
+     when the disagreement already shows there);
   2. delete a record: its result becomes a fresh input holding the value it had, or (when
      shapes and dtypes allow) one of its own operands;
   3. turn an input into a constant;
-  4. shrink shapes: cut an input or constant along one dimension (to 1, then to half), the
+  4. shrink shapes (before turning inputs into constants, which XLA may fold): cut an input or constant along one dimension (to 1, then to half), the
      shapes of every later value inferred again.
 """
 
@@ -94,7 +95,7 @@ class Shrinker:
         progress = True
         while progress and self.checks < self.max_checks:
             progress = False
-            for step in (self._delete_records, self._inputs_to_constants, self._smaller_shapes):
+            for step in (self._earlier_outputs, self._delete_records, self._smaller_shapes, self._inputs_to_constants):
                 result = step(best, output)
                 if result is not None:
                     best, finding = result
@@ -107,6 +108,18 @@ class Shrinker:
             if found:
                 return candidate, found
         return None
+
+    def _earlier_outputs(self, program: Program, output):
+        """The disagreement may show already in an operand of the record computing the output."""
+        producer = {r.outputs[0]: r for r in program.trace.records}
+        candidates = []
+        for var_id in program.trace.outputs:
+            record = producer.get(var_id)
+            for operand in record.inputs if record else ():
+                if operand in producer:
+                    outputs = [operand if v == var_id else v for v in program.trace.outputs]
+                    candidates.append(compact(dataclasses.replace(program, trace=slice_to(program.trace, outputs))))
+        return self._try(candidates, output)
 
     def _delete_records(self, program: Program, output):
         env = evaluate(program.trace, program.inputs)
@@ -131,13 +144,19 @@ class Shrinker:
         return None
 
     def _smaller_shapes(self, program: Program, output):
-        for k, value in enumerate(program.inputs):
+        values = [("input", k, v) for k, v in enumerate(program.inputs)]
+        values += [("constant", var_id, v) for var_id, v in program.trace.constants.items()]
+        for where, key, value in values:
             for axis, size in enumerate(value.shape):
                 for new_size in sorted({1, size // 2} - {0, size}):
-                    inputs = list(program.inputs)
-                    inputs[k] = np.ascontiguousarray(np.take(value, range(new_size), axis=axis))
+                    cut = np.ascontiguousarray(np.take(value, range(new_size), axis=axis))
+                    inputs, constants = list(program.inputs), dict(program.trace.constants)
+                    if where == "input":
+                        inputs[key] = cut
+                    else:
+                        constants[key] = cut
                     try:
-                        candidate = retyped(program, inputs)
+                        candidate = retyped(program, inputs, constants)
                     except Exception:  # an op refuses the new shape
                         continue
                     result = self._try([candidate], output)

@@ -1,0 +1,142 @@
+"""Each oracle and the classification: planted rule and pass bugs are found and named,
+an op's declared domain makes a disagreement an undefined input, the interpreter runs in its
+own process and decides between XLA and the rule."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import hlotrace as ht
+from hlotrace import functional as F
+from hlotrace.jit import xla_trace
+from hlotrace.testing.fuzz.evaluate import outputs
+from hlotrace.testing.fuzz.interpreter import Interpreter, unsupported_reason
+from hlotrace.testing.fuzz.oracles import (
+    PASS_BUG,
+    RULE_BUG,
+    UNDEFINED_INPUT,
+    XLA_DISAGREEMENT,
+    Oracles,
+    check,
+    output_tolerance,
+)
+from hlotrace.testing.fuzz.program import Program
+
+
+def _program(fn, *arrays) -> Program:
+    traced = xla_trace(fn, passes="")
+    traced(*[ht.tensor(a) for a in arrays])
+    return Program(traced.trace, [np.asarray(a) for a in arrays])
+
+
+def _x():
+    return np.array([[1.5, -2.0, 0.25], [3.0, -0.5, 4.0]], np.float32)
+
+
+def test_a_correct_program_has_no_findings():
+    program = _program(lambda x, y: F.exp(F.minimum(x, y)) * 2.0 + F.sum(x, axis=1, keepdims=True), _x(), -_x())
+    verdict = check(program, Oracles())
+    assert verdict.findings == [] and verdict.compiles >= 2
+
+
+def test_a_wrong_rule_is_a_rule_bug(wrong_minimum):
+    program = _program(lambda x, y: F.minimum(x, y) + 1.0, _x(), -_x())
+    (finding,) = check(program, Oracles(passes=())).findings
+    assert (finding.kind, finding.oracle, finding.output) == (RULE_BUG, "compiled", 0)
+    assert "elements differ" in finding.evidence
+
+
+def test_a_pass_that_changes_bits_is_a_pass_bug_named_by_the_pass(inexact_pass):
+    program = _program(lambda x, y: x * y - 1.0, _x(), _x())
+    verdict = check(program, Oracles(passes=("cse", inexact_pass)))
+    assert [(f.kind, f.oracle) for f in verdict.findings] == [(PASS_BUG, f"pass:{inexact_pass}")]
+    assert "exact pass changed bits" in verdict.findings[0].evidence
+
+
+class _AgreeingInterpreter:
+    """A stand-in for the interpreter whose StableHLO semantics match eager NumPy."""
+
+    def __init__(self, program):
+        self.program = program
+
+    def run(self, module_text, inputs):
+        return outputs(self.program.trace, inputs)
+
+
+def test_the_interpreter_siding_with_eager_makes_it_an_xla_disagreement(wrong_minimum):
+    program = _program(lambda x, y: F.minimum(x, y), _x(), -_x())
+    (finding,) = check(program, Oracles(passes=(), interpreter=_AgreeingInterpreter(program))).findings
+    assert finding.kind == XLA_DISAGREEMENT and "interpreter agrees with eager" in finding.evidence
+
+
+def test_the_real_interpreter_sides_with_xla_on_a_wrong_rule(wrong_minimum):
+    program = _program(lambda x, y: F.minimum(x, y), _x(), -_x())
+    interpreter = Interpreter()
+    try:
+        (finding,) = check(program, Oracles(passes=(), interpreter=interpreter)).findings
+    finally:
+        interpreter.close()
+    assert finding.kind == RULE_BUG  # the module computes max: so does the interpreter
+
+
+def test_the_interpreter_matches_eager_across_dtypes_and_survives_a_crash():
+    program = _program(
+        lambda x, b, i: (F.tanh(x) * 3.0, F.astype(b, "float32") + F.sum(i), F.astype(x, "bfloat16") * 2.0),
+        _x(),
+        np.array([True, False, True]),
+        np.array([[1, 2], [3, 4]], np.int32),
+    )
+    from hlotrace.lowering import lower_trace
+
+    text = lower_trace(program.trace).text()
+    interpreter = Interpreter()
+    try:
+        results = interpreter.run(text, program.inputs)
+        for got, want in zip(results, outputs(program.trace, program.inputs), strict=True):
+            np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-2)
+            assert got.dtype == want.dtype
+        interpreter._proc.kill()  # a worker that died is restarted on the next call
+        interpreter._proc.wait()
+        assert not isinstance(interpreter.run(text, program.inputs), str)
+        assert "does not run" in unsupported_reason("%0 = stablehlo.remainder %a, %b : tensor<4xi32>")
+    finally:
+        interpreter.close()
+
+
+def test_a_value_outside_the_ops_domain_is_an_undefined_input():
+    x = np.array([np.nan, 3e9, 1.0], np.float32)
+    program = _program(lambda x: F.astype(x, "int32"), x)
+    verdict = check(program, Oracles(passes=()))
+    assert [f.kind for f in verdict.findings] in ([], [UNDEFINED_INPUT])
+    bad = dataclasses.replace(program, inputs=[np.array([np.nan, -np.inf, 7e9], np.float32)])
+    for finding in check(bad, Oracles(passes=())).findings:
+        assert finding.kind == UNDEFINED_INPUT and "undefined" in finding.evidence
+
+
+def test_the_tolerance_grows_with_the_path_and_uses_each_records_dtype():
+    program = _program(lambda x: F.astype(F.exp(F.exp(x) * 0.1), "float64"), _x())
+    tolerance = output_tolerance(program, program.trace.outputs[0])
+    assert tolerance.rtol >= 3 * 1e-5  # float32 exp's entry, three float records
+
+
+def test_a_module_that_does_not_lower_is_a_rule_bug():
+    from hlotrace.lowering.registry import RULES
+
+    program = _program(lambda x: F.exp(x), _x())
+    saved = RULES.pop("exp")
+    try:
+        (finding,) = check(program, Oracles(passes=())).findings
+    finally:
+        RULES["exp"] = saved
+    assert (finding.kind, finding.oracle) == (RULE_BUG, "lowering")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_generated_programs_pass_on_the_unmutated_tree(seed):
+    from hlotrace.testing.fuzz.generate import generate
+
+    verdict = check(generate(1000 + seed), Oracles())
+    assert verdict.bugs == [], [str(f) for f in verdict.bugs]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 import hlotrace.lowering.rules  # noqa: F401  (fills RULES)
-from hlotrace.lowering.registry import RULES
 from hlotrace import dtypes as dt
 from hlotrace.errors import ShapeDtypeError
+from hlotrace.lowering.registry import RULES
 from hlotrace.ops.registry import OPS, Aval, OpDef, register_op
 from hlotrace.passes import registry as pass_registry
 

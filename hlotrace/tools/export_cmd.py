@@ -42,7 +42,7 @@ def add_parser(sub, formatter) -> None:
 
 
 def _version_tuple(text: str, what: str):
-    from hlotrace.tools.cli import CliError
+    from hlotrace.tools.common import CliError
 
     parts = text.split(".")
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
@@ -54,7 +54,7 @@ def run(args) -> int:
     from hlotrace import passes
     from hlotrace.lowering import lower_trace
     from hlotrace.runtime import jaxlib_compat
-    from hlotrace.tools.cli import CliError, load_trace
+    from hlotrace.tools.common import CliError, load_trace
 
     minimum, current = jaxlib_compat.stablehlo_versions()
     if args.versions:

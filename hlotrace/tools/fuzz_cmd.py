@@ -80,7 +80,7 @@ def settings_from(args):
     """Settings from parsed arguments; bad names are CliErrors."""
     from hlotrace.testing.fuzz.generate import select_ops
     from hlotrace.testing.fuzz.session import Settings, import_user_modules
-    from hlotrace.tools.cli import CliError
+    from hlotrace.tools.common import CliError
 
     try:
         import_user_modules(args.imports)
@@ -118,10 +118,10 @@ def settings_from(args):
 class Progress:
     """A one-line progress bar on a terminal; a line every 10 s otherwise."""
 
-    def __init__(self, seconds: float, stream=sys.stderr):
+    def __init__(self, seconds: float, stream=None):
         self.seconds = seconds
-        self.stream = stream
-        self.tty = stream.isatty()
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
         self.last = 0.0
 
     def __call__(self, report) -> None:
@@ -147,7 +147,7 @@ class Progress:
 
 def run(args) -> int:
     from hlotrace.testing.fuzz.session import fuzz
-    from hlotrace.tools.cli import CliError
+    from hlotrace.tools.common import CliError
 
     if args.seconds <= 0 and not args.programs:
         raise CliError("--seconds must be positive")

@@ -48,7 +48,7 @@ def run(args) -> int:
     from hlotrace.testing.fuzz.oracles import BUGS, Oracles, check
     from hlotrace.testing.fuzz.program import Program
     from hlotrace.testing.fuzz.session import import_user_modules
-    from hlotrace.tools.cli import CliError
+    from hlotrace.tools.common import CliError
 
     try:
         import_user_modules(args.imports)

@@ -9,6 +9,42 @@ import sys
 
 PROG = "hlotrace"
 
+DESCRIPTION = """\
+List every registered op (sorted by family, then name) with its family, whether it has a
+lowering rule, whether it has a property test (the generated property tests cover exactly
+the ops that declare a sample strategy), its VJP (yes; n/a when the op is not
+differentiable; MISSING) and its doc line; then the composites of hlotrace.functional,
+which are recorded as the primitive ops they call. Every listed op is a primitive. Lowering
+rules registered for no op (stale) are listed on stderr. Exit status 1 if any op lacks a
+rule or a sample strategy, or a differentiable op lacks a VJP; 0 otherwise, so CI and
+scripts can check coverage. --json fields per op: op, family, primitive, has_rule,
+has_property_test, differentiable, has_vjp, vjp, doc."""
+
+EPILOG = """\
+examples:
+  hlotrace rules
+  hlotrace rules --json | python -c 'import json,sys; print(json.load(sys.stdin)["missing_rules"])'
+  hlotrace rules --json | python -c 'import json,sys; print([o["op"] for o in json.load(sys.stdin)["ops"] if o["has_vjp"]])'
+  hlotrace rules > /dev/null || echo 'some op lacks a rule or a property test'"""
+
+
+def add_parser(sub, formatter) -> None:
+    rules = sub.add_parser(
+        "rules",
+        help="list registered ops with their lowering-rule and property-test coverage",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=formatter,
+    )
+    rules.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    rules.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from hlotrace.tools.common import _write_stdout
+
+    return run_rules(args, _write_stdout)
+
 
 def _vjp_status(op) -> str:
     from hlotrace.ops.registry import NOT_DIFFERENTIABLE

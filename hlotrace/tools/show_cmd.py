@@ -37,7 +37,7 @@ def add_parser(sub, formatter) -> None:
 def run(args) -> int:
     import sys
 
-    from hlotrace.tools.cli import CliError, _write_stdout, load_trace
+    from hlotrace.tools.common import CliError, _write_stdout, load_trace
 
     if (args.passes or args.dump_passes) and not args.lower:
         raise CliError("--passes and --dump-passes need --lower")

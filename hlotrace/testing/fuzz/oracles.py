@@ -92,6 +92,9 @@ class Oracles:
     pipeline: str | None = None  # also compare the module after this whole pipeline
     interpreter: object | None = None
     platform: str | None = None
+    # A fuzzing session checks one pass group per program, in turn (program index here):
+    # ~30% more programs per hour, each pass still on every other program. None: all groups.
+    rotate: int | None = None
 
     def pass_names(self) -> tuple[str, ...]:
         """The passes to check, in pipeline order: the default pipeline's, then the rest."""
@@ -299,6 +302,8 @@ def _check_passes(run: _Run, lowered, base, base_bad: list) -> None:
     # module is the exact group's and is not compiled again.
     everything = exact + [n for n in names if not PASSES[n].exact]
     groups = [(exact, True), (everything, False)] if len(exact) < len(names) else [(exact, True)]
+    if run.oracles.rotate is not None:
+        groups = [groups[run.oracles.rotate % len(groups)]]
     texts = {lowered.text(): None}
     for group, is_exact in groups:
         found = _run_variant(run, lowered, ",".join(group), is_exact, base, base_bad, texts)

@@ -10,6 +10,7 @@ crash with the program's seed, and replaced.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import importlib
 import importlib.util
 import multiprocessing
@@ -168,7 +169,7 @@ def run_one(settings: Settings, index: int) -> Outcome:
     if not program.trace.records:
         return outcome
     oracles = _oracles(settings)
-    verdict = check(program, oracles)
+    verdict = check(program, dataclasses.replace(oracles, rotate=index))
     outcome.findings = [(f.kind, f.oracle, f.output, f.evidence) for f in verdict.findings]
     outcome.skipped = sorted(set(verdict.skipped.values()))
     worth = [f for f in verdict.findings if f.kind in SAVED_CLASSES]

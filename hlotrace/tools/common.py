@@ -1,0 +1,193 @@
+"""What every ``hlotrace`` command shares: the one-line user error, input specs, importing
+the user's file and finding the function in it, reading trace files, writing stdout."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import re
+import sys
+import traceback
+
+PROG = "hlotrace"
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+ACCEPTED_DTYPES = "f32, f64, f16, bf16, i32, i64, bool"
+_SPEC_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*\[([^\[\]]*)\]\s*$")
+
+
+class CliError(Exception):
+    """A user mistake: reported as one ``hlotrace: error:`` line, exit status 2."""
+
+
+def error_line(message: str) -> None:
+    one_line = " ".join(message.split()) or "unknown error"
+    print(f"{PROG}: error: {one_line}", file=sys.stderr)
+
+
+def parse_input_spec(spec: str):
+    """``"f32[64,1000]"`` → ``((64, 1000), dtype('float32'))``; ``"f32[]"`` is a scalar.
+
+    Raises CliError naming the expected form and the accepted dtypes.
+    """
+    from hlotrace import dtypes
+
+    def bad(why: str) -> CliError:
+        return CliError(
+            f"malformed --input {spec!r}: {why}; expected DTYPE[SHAPE] such as 'f32[64,1000]', "
+            f"'i32[5]' or 'f32[]' (scalar), with DTYPE one of {ACCEPTED_DTYPES}"
+        )
+
+    match = _SPEC_RE.match(spec)
+    if match is None:
+        raise bad("not of the form DTYPE[d0,d1,...]")
+    name, dims = match.group(1), match.group(2).strip()
+    dtype = dtypes.from_name(name)
+    if dtype is None:
+        raise bad(f"unknown dtype {name!r}")
+    shape: list[int] = []
+    if dims:
+        for part in dims.split(","):
+            part = part.strip()
+            if not part.isdigit():
+                raise bad(f"dimension {part!r} is not a non-negative integer")
+            shape.append(int(part))
+    return tuple(shape), dtype
+
+
+def random_input(shape: tuple[int, ...], dtype, rng):
+    """Random NumPy array: floats standard normal, integers in 0..9, bool fair coin flips."""
+    from hlotrace import dtypes
+
+    if dtype == dtypes.bool_:
+        return rng.random(shape) < 0.5
+    if dtype in dtypes.INTEGER:
+        return rng.integers(0, 10, size=shape, dtype=dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _split_target(target: str) -> tuple[str, str]:
+    path, sep, func = target.rpartition(":")
+    if not sep or not path or not func:
+        raise CliError(f"expected FILE.py:FUNC (e.g. model.py:forward), got {target!r}")
+    return path, func
+
+
+def _user_frame(exc: BaseException, user_dir: str) -> traceback.FrameSummary | None:
+    """The innermost traceback frame in the user's directory, or None if hlotrace raised it.
+
+    Frames in third-party packages (NumPy, ...) are skipped: an exception NumPy raises
+    for the user's own call is the user's; one it raises for hlotrace's call is internal.
+    """
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        filename = os.path.abspath(frame.filename)
+        if filename.startswith(_PACKAGE_DIR):
+            return None
+        if "site-packages" in filename or any(filename.startswith(p + os.sep) for p in prefixes):
+            continue
+        if filename.startswith(user_dir + os.sep):
+            return frame
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _import_file(path: str):
+    """Import ``path`` as a module; its directory must already be on sys.path."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    module_name = name if name.isidentifier() else "hlotrace_user_module"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise CliError(f"cannot import {path}: not a Python source file")
+    module = importlib.util.module_from_spec(spec)
+    previous = sys.modules.get(module_name)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:
+        if previous is None:
+            sys.modules.pop(module_name, None)
+        else:
+            sys.modules[module_name] = previous
+        where = ""
+        frame = _user_frame(exc, os.path.dirname(path))
+        if frame is not None and not isinstance(exc, SyntaxError):
+            where = f" (at {frame.filename}:{frame.lineno})"
+        raise CliError(f"cannot import {path}: {_describe(exc)}{where}") from None
+    return module
+
+
+def _callables_in(module) -> list[str]:
+    from hlotrace.jit import TracedFunction
+
+    names = []
+    for attr, value in vars(module).items():
+        if attr.startswith("_"):
+            continue
+        if isinstance(value, TracedFunction) or (
+            callable(value) and getattr(value, "__module__", None) == module.__name__
+        ):
+            names.append(attr)
+    return sorted(names)
+
+
+def _find_function(module, path: str, func_name: str):
+    obj = module
+    for part in func_name.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            break
+    if obj is None or not callable(obj):
+        found = _callables_in(module)
+        what = "not found" if obj is None else f"is not callable (it is a {type(obj).__name__})"
+        have = f"; callables defined there: {', '.join(found)}" if found else "; it defines no functions"
+        raise CliError(f"{func_name!r} {what} in {path}{have}")
+    return obj
+
+
+def _check_arity(fn, func_name: str, inputs: list) -> None:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # builtins and the like: let the call decide
+    try:
+        signature.bind(*inputs)
+    except TypeError as exc:
+        params = [
+            p.name
+            for p in signature.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]
+        raise CliError(
+            f"{func_name}{signature} cannot be called with {len(inputs)} input(s) "
+            f"({exc}); give one --input per positional argument ({len(params)} required: {', '.join(params) or 'none'})"
+        ) from None
+
+
+def _write_stdout(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+def load_trace(path: str):
+    """Trace.load with every malformed-file failure turned into a CliError."""
+    from hlotrace.errors import HlotraceError
+    from hlotrace.trace import Trace
+
+    if not os.path.exists(path):
+        raise CliError(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise CliError(f"{path} is a directory, expected a trace JSON file")
+    try:
+        return Trace.load(path)
+    except HlotraceError as exc:
+        raise CliError(f"bad trace file {path}: {exc}") from None
+    except KeyError as exc:
+        raise CliError(f"bad trace file {path}: missing or unknown key {exc}") from None
+    except (TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
+        raise CliError(f"bad trace file {path}: {_describe(exc)}") from None

@@ -1,0 +1,161 @@
+"""``hlotrace lower``: record a function of a Python file and print its StableHLO."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from hlotrace.tools.common import (
+    ACCEPTED_DTYPES,
+    PROG,
+    CliError,
+    _check_arity,
+    _describe,
+    _find_function,
+    _import_file,
+    _split_target,
+    _user_frame,
+    _write_stdout,
+    parse_input_spec,
+    random_input,
+)
+
+DESCRIPTION = f"""\
+Import FILE.py, call FUNC once on random inputs while recording it with
+hlotrace.jit.xla_trace, and print the lowered StableHLO module on stdout: with the
+location of every op (record index, op name and your file:line) unless --no-locations,
+or the compiled HLO with --compiled. FUNC may be a plain function or one already
+decorated with @xla_trace. A summary (op counts, platform) goes to stderr.
+
+Each --input is DTYPE[SHAPE], one per positional argument of FUNC, in order:
+'f32[64,1000]', 'bf16[2,3]', 'i32[5]', 'bool[4,4]', and 'f32[]' for a scalar.
+Accepted dtypes: {ACCEPTED_DTYPES} (also float32, float64, float16, bfloat16, int32, int64, pred).
+Floats are drawn from a standard normal, integers uniformly from 0..9, bool at random."""
+
+EPILOG = """\
+examples:
+  hlotrace lower model.py:forward --input 'f32[64,1000]'
+  hlotrace lower model.py:attention --input 'bf16[2,8,16]' --input 'bf16[2,8,16]' --no-locations
+  hlotrace lower model.py:step --input 'f32[8,8]' --input 'i32[8]' --seed 1 --compiled
+  hlotrace lower model.py:forward --input 'f32[]' --trace-out forward.trace.json > forward.mlir
+  hlotrace lower model.py:forward --input 'f32[64,1000]' --passes 'fuse-reductions,cse'
+
+Quote the specs: brackets are glob characters in most shells."""
+
+
+def add_parser(sub, formatter) -> None:
+    lower = sub.add_parser(
+        "lower",
+        help="record a function in a Python file and print its StableHLO (or compiled HLO)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=formatter,
+    )
+    lower.add_argument("target", metavar="FILE.py:FUNC", help="the Python file and the function in it to record")
+    lower.add_argument(
+        "--input",
+        "-i",
+        dest="inputs",
+        action="append",
+        default=[],
+        metavar="DTYPE[SHAPE]",
+        help="type of the next positional argument, e.g. 'f32[64,1000]', 'i32[5]', 'f32[]' (repeat per argument)",
+    )
+    lower.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
+    lower.add_argument("--no-locations", action="store_true", help="print the module without loc(...) annotations")
+    lower.add_argument(
+        "--compiled",
+        action="store_true",
+        help="print the compiled HLO (after XLA's optimizations) instead of StableHLO",
+    )
+    lower.add_argument("--trace-out", metavar="PATH", help="also save the recorded trace as JSON (+ PATH.npz)")
+    lower.add_argument(
+        "--passes",
+        metavar="PIPELINE",
+        help="print the module after this pass pipeline (see 'hlotrace passes'); without it the module as "
+        "lowered is printed and the compiled one ran $HLOTRACE_PASSES or the default pipeline",
+    )
+    lower.add_argument(
+        "--platform",
+        choices=("cpu", "cuda"),
+        help="PJRT platform to compile for (default: $HLOTRACE_PLATFORM, else CUDA if present)",
+    )
+    lower.set_defaults(handler=run)
+
+
+def _summary(lowered, platform: str, func_name: str, avals: str) -> str:
+    counts = {name: n for name, n in lowered.op_counts().items() if name != "func.return"}
+    total = sum(counts.values())
+    ops = ", ".join(
+        f"{name.removeprefix('stablehlo.')} {n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    return f"{PROG}: {func_name}({avals}): {total} stablehlo ops ({ops or 'none'}); platform {platform}"
+
+
+def run(args) -> int:
+    path, func_name = _split_target(args.target)
+    specs = [parse_input_spec(spec) for spec in args.inputs]
+    if not os.path.exists(path):
+        raise CliError(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise CliError(f"{path} is a directory, expected a Python file")
+    path = os.path.abspath(path)
+    user_dir = os.path.dirname(path)
+
+    sys.path.insert(0, user_dir)
+    try:
+        module = _import_file(path)
+        obj = _find_function(module, path, func_name)
+        return _lower_function(args, obj, func_name, specs, user_dir)
+    finally:
+        try:
+            sys.path.remove(user_dir)
+        except ValueError:
+            pass
+
+
+def _lower_function(args, obj, func_name: str, specs, user_dir: str) -> int:
+    import numpy as np
+
+    import hlotrace
+    from hlotrace import runtime
+    from hlotrace.errors import HlotraceError
+    from hlotrace.jit import TracedFunction, xla_trace
+    from hlotrace.ops.registry import Aval
+
+    if isinstance(obj, TracedFunction):
+        fn = obj.fn
+        passes = args.passes if args.passes is not None else obj.passes
+        traced = xla_trace(
+            fn, capture_as_const=obj.capture_as_const, platform=args.platform or obj.platform, passes=passes
+        )
+    else:
+        fn = obj
+        traced = xla_trace(fn, platform=args.platform, passes=args.passes)
+
+    rng = np.random.default_rng(args.seed)
+    inputs = [hlotrace.tensor(random_input(shape, dtype, rng), dtype=dtype) for shape, dtype in specs]
+    _check_arity(fn, func_name, inputs)
+
+    try:
+        traced(*inputs)
+    except HlotraceError:
+        raise
+    except Exception as exc:
+        frame = _user_frame(exc, user_dir)
+        if frame is None:
+            raise  # an internal error: keep the traceback
+        raise CliError(f"{func_name} raised {_describe(exc)} (at {frame.filename}:{frame.lineno})") from None
+
+    if args.trace_out:
+        try:
+            traced.trace.save(args.trace_out)
+        except OSError as exc:
+            raise CliError(f"cannot write trace to {args.trace_out}: {exc.strerror or exc}") from None
+
+    lowered = traced.lowered if args.passes is None else traced.optimized
+    text = traced.executable.hlo_text() if args.compiled else lowered.text(debug_info=not args.no_locations)
+    _write_stdout(text)
+    avals = ", ".join(str(Aval(shape, dtype)) for shape, dtype in specs)
+    print(_summary(lowered, runtime.platform_name(traced.platform), func_name, avals), file=sys.stderr)
+    return 0

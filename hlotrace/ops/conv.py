@@ -210,6 +210,23 @@ def tap_windows(tap, size, out_size, stride, padding, dilation):
     return tuple(window), inside
 
 
+def _nonfinite(array) -> bool:
+    return bool(array.size) and not np.isfinite(np.asarray(array, np.float64)).all()
+
+
+def finite_domain(x_may_be_nonfinite: bool):
+    """OpDef.domain of the convolutions (see "Non-finite values" above): where backends
+    differ on NaN/±inf, the result is defined for finite operands only."""
+
+    def domain(x, w, **attrs):
+        x_ok = x_may_be_nonfinite and attrs.get("groups", 1) == 1
+        if _nonfinite(w) or (not x_ok and _nonfinite(x)):
+            return "non-finite values here reach padding or dilation zeros, where backends differ (ops/conv.py)"
+        return None
+
+    return domain
+
+
 def conv_reference(x, w, *, stride, padding, dilation, groups):
     """The definition: ``out[n, o, i] = sum over c, t of x[n, g*C/groups + c, i*s - p + t*d] *
     w[o, c, t]`` (g the group of output channel o) over the taps t whose input position lies
@@ -390,6 +407,7 @@ _CONV1D = register_op(
         canonicalize=_conv_canonicalize(1, "conv1d"),
         sample=lambda s: conv_grad.conv_sample(s, 1),
         vjp=_conv1d_vjp,
+        domain=finite_domain(True),
         doc="1-d cross-correlation, x (N,C,L), w (O,C/groups,K); stride/padding/dilation/groups as PyTorch; "
         "float16/bfloat16 accumulate in float32",
     )
@@ -404,6 +422,7 @@ _CONV2D = register_op(
         canonicalize=_conv_canonicalize(2, "conv2d"),
         sample=lambda s: conv_grad.conv_sample(s, 2),
         vjp=_conv2d_vjp,
+        domain=finite_domain(True),
         doc="2-d cross-correlation, x (N,C,H,W), w (O,C/groups,kH,kW); stride/padding (symmetric)/dilation/groups "
         "as PyTorch; float16/bfloat16 accumulate in float32",
     )
@@ -418,6 +437,7 @@ _CONV_TRANSPOSE2D = register_op(
         canonicalize=_transpose_canonicalize,
         sample=lambda s: conv_grad.conv_sample(s, 2, transpose=True),
         vjp=_transpose_vjp,
+        domain=finite_domain(False),
         doc="transposed 2-d convolution (conv2d's input gradient), w (C,O/groups,kH,kW), output size and "
         "scatter definition as PyTorch; float16/bfloat16 accumulate in float32",
     )

@@ -31,6 +31,7 @@ from hlotrace.ops.conv import (
     conv_output_size,
     conv_shape,
     conv_transpose_output_size,
+    finite_domain,
     leftover,
     spatial_ints,
     tap_windows,
@@ -210,6 +211,7 @@ _OP = register_op(
         canonicalize=_canonicalize,
         sample=_sample,
         vjp=_vjp,
+        domain=finite_domain(False),
         doc="conv2d's gradient wrt its weight: x (N,C,H,W) and ct (N,O,Ho,Wo) give (O,C/groups,kH,kW)",
     )
 )

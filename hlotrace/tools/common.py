@@ -191,3 +191,30 @@ def load_trace(path: str):
         raise CliError(f"bad trace file {path}: missing or unknown key {exc}") from None
     except (TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
         raise CliError(f"bad trace file {path}: {_describe(exc)}") from None
+
+
+def add_target_arguments(parser) -> None:
+    """TARGET (FILE.py:FUNC or a trace file) with --input/--seed/--platform, as `lower` takes them."""
+    parser.add_argument("target", metavar="FILE.py:FUNC|TRACE.json", help="a function to record, or a saved trace")
+    parser.add_argument(
+        "--input",
+        "-i",
+        dest="inputs",
+        action="append",
+        default=[],
+        metavar="DTYPE[SHAPE]",
+        help="with FILE.py:FUNC: type of the next positional argument, e.g. 'f32[64,1000]' (repeat per argument)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
+    parser.add_argument("--platform", choices=("cpu", "cuda"), help="PJRT platform (default: CUDA if present)")
+
+
+def target_trace(args):
+    """The Trace named by ``args.target``: a saved trace file, or FILE.py:FUNC recorded once."""
+    if args.target.endswith(".json"):
+        if args.inputs:
+            raise CliError("--input is for FILE.py:FUNC targets; a trace file knows its inputs")
+        return load_trace(args.target)
+    from hlotrace.tools.lower_cmd import record_target
+
+    return record_target(args.target, args.inputs, args.seed, args.platform, passes="").trace

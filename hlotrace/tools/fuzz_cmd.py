@@ -67,6 +67,7 @@ def add_parser(sub, formatter) -> None:
     )
     parser.add_argument("--max-ops", type=int, default=30, help="longest program (default: 30)")
     parser.add_argument("--no-interpreter", action="store_true", help="skip the StableHLO interpreter oracle")
+    parser.add_argument("--stop-on-bug", action="store_true", help="stop at the first rule bug, pass bug or crash")
     parser.add_argument("--no-shrink", action="store_true", help="save failing programs as generated")
     parser.add_argument("--platform", choices=("cpu", "cuda"), help="PJRT platform (default: CUDA if present)")
     parser.set_defaults(handler=run)
@@ -156,7 +157,9 @@ def run(args) -> int:
     settings = settings_from(args)
     progress = Progress(args.seconds)
     seconds = args.seconds if args.seconds > 0 else float("inf")
-    report = fuzz(settings, seconds, jobs=args.jobs, max_programs=args.programs, progress=progress)
+    report = fuzz(
+        settings, seconds, jobs=args.jobs, max_programs=args.programs, progress=progress, stop_on_bug=args.stop_on_bug
+    )
     progress.close()
     print(report.table())
     return 1 if report.bugs else 0

@@ -92,9 +92,12 @@ def _summary(lowered, platform: str, func_name: str, avals: str) -> str:
     return f"{PROG}: {func_name}({avals}): {total} stablehlo ops ({ops or 'none'}); platform {platform}"
 
 
-def run(args) -> int:
-    path, func_name = _split_target(args.target)
-    specs = [parse_input_spec(spec) for spec in args.inputs]
+def record_target(target: str, input_specs, seed: int = 0, platform=None, passes=None):
+    """Import FILE.py, find FUNC, call it once on random inputs of ``input_specs`` (strings
+    such as 'f32[8,8]') under xla_trace and return the TracedFunction (compiled, with its
+    trace). Every user mistake is a CliError."""
+    path, func_name = _split_target(target)
+    specs = [parse_input_spec(spec) for spec in input_specs]
     if not os.path.exists(path):
         raise CliError(f"no such file: {path}")
     if os.path.isdir(path):
@@ -106,7 +109,7 @@ def run(args) -> int:
     try:
         module = _import_file(path)
         obj = _find_function(module, path, func_name)
-        return _lower_function(args, obj, func_name, specs, user_dir)
+        return _record(obj, func_name, specs, user_dir, seed, platform, passes)
     finally:
         try:
             sys.path.remove(user_dir)
@@ -114,26 +117,22 @@ def run(args) -> int:
             pass
 
 
-def _lower_function(args, obj, func_name: str, specs, user_dir: str) -> int:
+def _record(obj, func_name: str, specs, user_dir: str, seed: int, platform, passes):
     import numpy as np
 
     import hlotrace
-    from hlotrace import runtime
     from hlotrace.errors import HlotraceError
     from hlotrace.jit import TracedFunction, xla_trace
-    from hlotrace.ops.registry import Aval
 
     if isinstance(obj, TracedFunction):
         fn = obj.fn
-        passes = args.passes if args.passes is not None else obj.passes
-        traced = xla_trace(
-            fn, capture_as_const=obj.capture_as_const, platform=args.platform or obj.platform, passes=passes
-        )
+        passes = passes if passes is not None else obj.passes
+        traced = xla_trace(fn, capture_as_const=obj.capture_as_const, platform=platform or obj.platform, passes=passes)
     else:
         fn = obj
-        traced = xla_trace(fn, platform=args.platform, passes=args.passes)
+        traced = xla_trace(fn, platform=platform, passes=passes)
 
-    rng = np.random.default_rng(args.seed)
+    rng = np.random.default_rng(seed)
     inputs = [hlotrace.tensor(random_input(shape, dtype, rng), dtype=dtype) for shape, dtype in specs]
     _check_arity(fn, func_name, inputs)
 
@@ -146,7 +145,14 @@ def _lower_function(args, obj, func_name: str, specs, user_dir: str) -> int:
         if frame is None:
             raise  # an internal error: keep the traceback
         raise CliError(f"{func_name} raised {_describe(exc)} (at {frame.filename}:{frame.lineno})") from None
+    return traced
 
+
+def run(args) -> int:
+    from hlotrace import runtime
+    from hlotrace.ops.registry import Aval
+
+    traced = record_target(args.target, args.inputs, args.seed, args.platform, args.passes)
     if args.trace_out:
         try:
             traced.trace.save(args.trace_out)
@@ -156,6 +162,7 @@ def _lower_function(args, obj, func_name: str, specs, user_dir: str) -> int:
     lowered = traced.lowered if args.passes is None else traced.optimized
     text = traced.executable.hlo_text() if args.compiled else lowered.text(debug_info=not args.no_locations)
     _write_stdout(text)
-    avals = ", ".join(str(Aval(shape, dtype)) for shape, dtype in specs)
+    func_name = _split_target(args.target)[1]
+    avals = ", ".join(str(Aval(shape, dtype)) for shape, dtype in (parse_input_spec(s) for s in args.inputs))
     print(_summary(lowered, runtime.platform_name(traced.platform), func_name, avals), file=sys.stderr)
     return 0

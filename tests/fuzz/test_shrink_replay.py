@@ -74,6 +74,13 @@ def test_fuzz_finds_shrinks_and_saves_a_planted_bug(wrong_minimum, tmp_path, cap
     assert saved and all(f.startswith("rule-bug-") for f in saved)
     small = Program.load(os.path.join(out, saved[0]))
     assert small.ops() == ["minimum"], str(small)
+    # --stop-on-bug (what the mutation harness's fuzzer column runs) ends at the first one.
+    again = str(tmp_path / "again")
+    assert (
+        main([*argv, "--ops", "minimum,add,exp", "--passes", "", "--no-interpreter", "--out", again, "--stop-on-bug"])
+        == 1
+    )
+    assert len([f for f in os.listdir(again) if f.endswith(".trace.json")]) == 1
 
 
 def test_fuzz_on_the_unmutated_tree_exits_0_and_is_deterministic(tmp_path, capsys):
@@ -117,3 +124,18 @@ def test_fuzz_bad_arguments_are_one_line(capsys):
     assert len(err) == 3 and all(line.startswith("hlotrace: error:") for line in err)
     assert main(["fuzz", "--help"]) == 0
     assert "examples:" in capsys.readouterr().out
+
+
+def test_the_mutation_harness_fuzzer_column_aims_at_the_mutants_ops():
+    from hlotrace.testing.mutation.catalog import Mutant
+    from hlotrace.testing.mutation.runner import COLUMNS, fuzz_argv, fuzz_killer
+
+    column = COLUMNS["fuzzer"]
+    assert not column.default and column.argv_for is fuzz_argv
+    argv = fuzz_argv(Mutant(id="m", file="f", find="a", replace="b", why="w", ops=("minimum",)))
+    assert argv[argv.index("--ops") + 1].startswith("minimum,add") and "--stop-on-bug" in argv
+    assert "--ops" not in fuzz_argv(None)
+    output = (
+        "1 programs\nsaved .fuzz-mutant/rule-bug-1.trace.json (1 ops): rule bug [compiled] in minimum: 1 of 1 differ\n"
+    )
+    assert fuzz_killer(output, 1) == "fuzzer: rule bug, 1 ops"

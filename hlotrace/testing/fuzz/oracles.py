@@ -371,6 +371,18 @@ def _classify_compiled(run: _Run, lowered, k: int, actual, bad) -> None:
     run.add(RULE_BUG, "compiled", k, _first_diff(actual, expected, bad))
 
 
+def subnormal_note(program: Program, var_id: int) -> str:
+    """``; subnormal operands ...`` when an input or constant the output depends on holds a
+    float subnormal (XLA:CPU flushes some of them and not others), else ``""``."""
+    from hlotrace.testing.values import subnormals
+
+    values = dict(zip(program.trace.inputs, program.inputs, strict=True)) | dict(program.trace.constants)
+    used = {v for i in path_records(program, var_id) for v in program.trace.records[i].inputs}
+    if any(v in values and is_float(values[v].dtype) and subnormals(values[v]).any() for v in used):
+        return "; subnormal operands on the path (XLA:CPU flushes some of them)"
+    return ""
+
+
 def domain_violation(program: Program, var_id: int) -> str | None:
     """The first record on ``var_id``'s path whose operands are outside its op's domain."""
     from hlotrace.ops.registry import OPS
@@ -411,11 +423,18 @@ def _check_interpreter(run: _Run, lowered, base_bad: list) -> None:
         if compiled_finding is not None and compiled_finding.kind == RULE_BUG and not bad.any():
             # The StableHLO computes what eager NumPy does in the spec's interpreter: XLA is the odd one out.
             run.verdict.findings.remove(compiled_finding)
-            run.add(XLA_DISAGREEMENT, "compiled", k, f"{compiled_finding.evidence}; the interpreter agrees with eager")
-        elif bad.any() and not base_bad[k]:
+            note = subnormal_note(run.program, run.program.trace.outputs[k])
             run.add(
-                XLA_DISAGREEMENT, "interpreter", k, f"{_first_diff(value, run.eager[k], bad)} (XLA agrees with eager)"
+                XLA_DISAGREEMENT, "compiled", k, f"{compiled_finding.evidence}; the interpreter agrees with eager{note}"
             )
+        elif bad.any() and not base_bad[k]:
+            evidence = f"{_first_diff(value, run.eager[k], bad)} (XLA agrees with eager)"
+            reason = domain_violation(run.program, run.program.trace.outputs[k])
+            if reason:
+                run.add(UNDEFINED_INPUT, "interpreter", k, f"{evidence}; {reason}")
+            else:
+                note = subnormal_note(run.program, run.program.trace.outputs[k])
+                run.add(XLA_DISAGREEMENT, "interpreter", k, evidence + note)
 
 
 def _check_variant(run: _Run, oracle: str, exact: bool, base, results, base_bad: list) -> None:

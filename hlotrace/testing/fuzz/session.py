@@ -203,17 +203,28 @@ def _crash(index: int, seed: int, why: str) -> Outcome:
     return Outcome(index, seed, findings=[(CRASH, "worker", None, why)])
 
 
-def fuzz(settings: Settings, seconds: float, jobs: int = 1, max_programs: int | None = None, progress=None) -> Report:
-    """Fuzz for ``seconds`` (or ``max_programs``); ``progress(report)`` is called as results
-    arrive. ``jobs`` > 1 checks programs in that many worker processes."""
+def fuzz(
+    settings: Settings,
+    seconds: float,
+    jobs: int = 1,
+    max_programs: int | None = None,
+    progress=None,
+    stop_on_bug: bool = False,
+) -> Report:
+    """Fuzz for ``seconds`` (or ``max_programs``, or until the first bug with ``stop_on_bug``);
+    ``progress(report)`` is called as results arrive. ``jobs`` > 1 checks programs in that
+    many worker processes."""
     report = Report()
     start = time.perf_counter()
     deadline = start + seconds
     limit = max_programs if max_programs is not None else sys.maxsize
 
     def done(outcome: Outcome) -> None:
+        nonlocal deadline
         report.add(outcome)
         report.seconds = time.perf_counter() - start
+        if stop_on_bug and report.bugs:
+            deadline = 0.0
         if progress:
             progress(report)
 

@@ -37,7 +37,10 @@ def parse_args(argv):
     )
     p.add_argument("--list", action="store_true", help="print the catalog and exit")
     p.add_argument(
-        "--columns", default=",".join(COLUMNS), help=f"comma-separated columns (default: {','.join(COLUMNS)})"
+        "--columns",
+        default=",".join(c for c in COLUMNS if COLUMNS[c].default),
+        help=f"comma-separated columns (default: {','.join(c for c in COLUMNS if COLUMNS[c].default)}; "
+        f"also: {','.join(c for c in COLUMNS if not COLUMNS[c].default)})",
     )
     p.add_argument("--rev", help="test a git revision's tree (git archive) instead of the working tree")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel workers, one scratch copy each")

@@ -58,6 +58,9 @@ class Column:
     exclude: tuple[str, ...] = ()
     killer: Callable[[str, int], str] = pytest_killer
     no_tests_codes: tuple[int, ...] = (4, 5)  # exit codes meaning "ran nothing": a harness error
+    # The command for one mutant (replaces argv), e.g. the fuzzer aimed at the mutant's ops.
+    argv_for: Callable[[Mutant | None], tuple[str, ...]] | None = None
+    default: bool = True  # run unless --columns names the columns
 
 
 COLUMNS: dict[str, Column] = {}
@@ -100,6 +103,44 @@ register_column(
         "the whole `make test` suite",
         contains=("property", "gradient", "passes"),
         runs_property_tests=True,
+    )
+)
+
+
+FUZZ_SECONDS = 60
+# Ops the fuzzer draws besides a mutant's own, so that its op meets broadcasting, reductions,
+# reshapes and casts.
+FUZZ_COMPANIONS = ("add", "multiply", "sum", "reshape", "astype", "exp")
+_SAVED_LINE = re.compile(r"^saved (\S+) \((\d+) ops\): ([^\[]+)\[", re.M)
+
+
+def fuzz_argv(mutant: Mutant | None) -> tuple[str, ...]:
+    """``hlotrace fuzz`` for FUZZ_SECONDS, stopping at the first bug, aimed at the mutant's ops
+    (and their companions); every op when the mutant names none (a pass mutant)."""
+    argv = ("{python}", "-m", "hlotrace", "fuzz", "--seconds", str(FUZZ_SECONDS), "--jobs", "1", "--seed", "0")
+    argv += ("--stop-on-bug", "--no-interpreter", "--out", ".fuzz-mutant")
+    if mutant is not None and mutant.ops:
+        argv += ("--ops", ",".join(dict.fromkeys((*mutant.ops, *FUZZ_COMPANIONS))))
+    return argv
+
+
+def fuzz_killer(output: str, returncode: int) -> str:
+    """``fuzzer: rule bug, 1 ops``: the class and size of the first shrunk repro."""
+    match = _SAVED_LINE.search(output)
+    if match:
+        return f"fuzzer: {match.group(3).strip()}, {match.group(2)} ops"
+    return pytest_killer(output, returncode)
+
+
+register_column(
+    Column(
+        "fuzzer",
+        fuzz_argv(None),
+        f"`hlotrace fuzz` for {FUZZ_SECONDS} s on the mutant's ops (opt-in: --columns ...,fuzzer)",
+        killer=fuzz_killer,
+        no_tests_codes=(2,),
+        argv_for=fuzz_argv,
+        default=False,
     )
 )
 
@@ -224,7 +265,9 @@ def _verdict(column: Column, result: tuple[int, str, float, bool], via: str = ""
     return Verdict(code != 0, column.killer(output, code) if code else "", seconds, via=via)
 
 
-def run_columns(scratch: Scratch, names: list[str], hint_ids: list[str], timeout: float) -> dict[str, Verdict]:
+def run_columns(
+    scratch: Scratch, names: list[str], hint_ids: list[str], timeout: float, mutant: Mutant | None = None
+) -> dict[str, Verdict]:
     """Run the columns against the scratch copy as it is now; one Verdict per column."""
     verdicts: dict[str, Verdict] = {}
     hint: Verdict | None = None
@@ -239,7 +282,7 @@ def run_columns(scratch: Scratch, names: list[str], hint_ids: list[str], timeout
             if hint.killed:
                 verdicts[column.name] = hint
                 continue
-        argv = column.argv
+        argv = column.argv_for(mutant) if column.argv_for else column.argv
         for contained in column.contains:
             if contained in verdicts and not verdicts[contained].error:
                 argv = (*argv, *COLUMNS[contained].exclude)
@@ -259,6 +302,6 @@ def run_mutant(scratch: Scratch, mutant: Mutant, names: list[str], property_ids:
     original = path.read_bytes()
     path.write_bytes(mutant.apply(original.decode("utf-8")).encode("utf-8"))
     try:
-        return run_columns(scratch, names, hint_ids(mutant.ops, property_ids), timeout)
+        return run_columns(scratch, names, hint_ids(mutant.ops, property_ids), timeout, mutant)
     finally:
         path.write_bytes(original)

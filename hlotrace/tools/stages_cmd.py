@@ -1,0 +1,89 @@
+"""``hlotrace stages``: every stage of one program, from the trace to XLA's optimized HLO."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+DESCRIPTION = """\
+Show every stage a program goes through: the recorded trace, the StableHLO module as
+lowered, the module after each pass of the pipeline (--passes; default: the default
+pipeline, see 'hlotrace passes'), and the HLO module after XLA's own optimizations. The
+target is FILE.py:FUNC (recorded once on random inputs of the --input types, as 'hlotrace
+lower' does) or a saved trace file. Stages go to stdout, each under a '==== NN name ===='
+header, or with -o DIR into one numbered file each (00-trace.txt, 01-stablehlo.mlir,
+02-after-simplify.mlir, ..., NN-xla-optimized.hlo); a summary line per stage (op counts,
+pass time) goes to stderr."""
+
+EPILOG = """\
+examples:
+  hlotrace stages examples/softmax_demo.py:fused_softmax --input 'f32[64,1000]'
+  hlotrace stages model.py:step -i 'f32[8,784]' -i 'i32[8]' --passes 'simplify,fuse-elementwise' -o stages/
+  hlotrace stages dumps/step.1.trace.json --passes '' --no-locations"""
+
+
+def add_parser(sub, formatter) -> None:
+    from hlotrace.tools.common import add_target_arguments
+
+    parser = sub.add_parser(
+        "stages",
+        help="print the trace, the StableHLO, the module after each pass and XLA's optimized HLO",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=formatter,
+    )
+    add_target_arguments(parser)
+    parser.add_argument("--passes", metavar="PIPELINE", help="the pass pipeline (default: the default pipeline)")
+    parser.add_argument("-o", "--out", metavar="DIR", help="write one file per stage into DIR instead of stdout")
+    parser.add_argument("--no-locations", action="store_true", help="print modules without loc(...) annotations")
+    parser.set_defaults(handler=run)
+
+
+def stages(trace, pipeline: str, platform=None, locations: bool = True) -> list[tuple[str, str, str]]:
+    """(file name, title, text) of every stage of ``trace`` under ``pipeline``."""
+    from hlotrace import passes, runtime
+    from hlotrace.lowering import lower_trace
+    from hlotrace.passes.manager import count_ops
+
+    lowered = lower_trace(trace)
+    result = [("00-trace.txt", "trace", str(trace))]
+    count = count_ops(lowered.module)
+    result.append(("01-stablehlo.mlir", f"stablehlo ({count} ops)", lowered.text(debug_info=locations)))
+    current = lowered
+    for k, spec in enumerate(passes.parse_pipeline(pipeline), start=2):
+        current = passes.run(current, (spec,))
+        timing = current.pass_timings[0]
+        title = f"after {spec.name} ({timing.ops_before} -> {timing.ops_after} ops, {timing.seconds * 1e3:.1f} ms)"
+        result.append((f"{k:02d}-after-{spec.name}.mlir", title, current.text(debug_info=locations)))
+    exe = runtime.compile(current.text(), current.in_avals, current.out_avals, platform=platform)
+    hlo = exe.hlo_text()
+    instructions = sum(
+        1 for line in hlo.splitlines() if " = " in line and not line.lstrip().startswith(("HloModule", "//"))
+    )
+    result.append((f"{len(result):02d}-xla-optimized.hlo", f"xla optimized ({instructions} instructions)", hlo))
+    return result
+
+
+def run(args) -> int:
+    from hlotrace.passes.registry import DEFAULT_PIPELINE
+    from hlotrace.tools.common import CliError, _write_stdout, target_trace
+
+    trace = target_trace(args)
+    pipeline = DEFAULT_PIPELINE if args.passes is None else args.passes
+    try:
+        found = stages(trace, pipeline, args.platform, locations=not args.no_locations)
+    except (ValueError, KeyError) as exc:  # a malformed pipeline
+        raise CliError(f"--passes: {exc.args[0] if exc.args else exc}") from None
+    if args.out:
+        try:
+            os.makedirs(args.out, exist_ok=True)
+            for name, title, text in found:
+                with open(os.path.join(args.out, name), "w") as f:
+                    f.write(text if text.endswith("\n") else text + "\n")
+                print(f"{os.path.join(args.out, name)}: {title}", file=sys.stderr)
+        except OSError as exc:
+            raise CliError(f"cannot write to {args.out}: {exc.strerror or exc}") from None
+        return 0
+    for k, (_, title, text) in enumerate(found):
+        _write_stdout(f"==== {k:02d} {title} ====\n{text}")
+    return 0

@@ -1,0 +1,49 @@
+"""Every disagreement the fuzzer found on the unmutated tree, kept with the class it was
+explained as (TESTING.md, "Issue 9"): a change that turns one into a rule or pass bug, or
+that stops the oracles from telling these apart, fails here."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from hlotrace.testing.fuzz.interpreter import Interpreter
+from hlotrace.testing.fuzz.oracles import BUGS, UNDEFINED_INPUT, XLA_DISAGREEMENT, Oracles, check
+from hlotrace.testing.fuzz.program import Program
+
+HERE = os.path.join(os.path.dirname(__file__), "repros")
+
+# file -> (class it must be, a phrase of the evidence)
+EXPLAINED = {
+    # NaN in x meets the zeros of rhs dilation in XLA's weight-grad convolution: backends
+    # differ there, and conv2d_weight_grad's domain says so.
+    "conv2d_weight_grad_nan": (UNDEFINED_INPUT, "backends differ"),
+    # An inf weight in conv_transpose2d: the interpreter computes 0 * inf for inserted zeros.
+    "conv_transpose_inf_weight": (UNDEFINED_INPUT, "backends differ"),
+    # tan of arguments near 1e308: XLA's range reduction is off, the interpreter and NumPy agree.
+    "cosh_tan_huge": (XLA_DISAGREEMENT, "interpreter agrees with eager"),
+    # A bfloat16 subnormal base: XLA:CPU flushes it on one path and not another.
+    "power_subnormal_base": (XLA_DISAGREEMENT, "subnormal operands"),
+}
+
+
+@pytest.fixture(scope="module")
+def interpreter():
+    interpreter = Interpreter()
+    yield interpreter
+    interpreter.close()
+
+
+@pytest.mark.parametrize("name", sorted(EXPLAINED))
+def test_each_found_disagreement_keeps_its_explanation(name, interpreter):
+    program = Program.load(os.path.join(HERE, f"{name}.trace.json"))
+    verdict = check(program, Oracles(interpreter=interpreter))
+    kind, phrase = EXPLAINED[name]
+    assert not [f for f in verdict.findings if f.kind in BUGS], [str(f) for f in verdict.findings]
+    assert any(f.kind == kind and phrase in f.evidence for f in verdict.findings), [str(f) for f in verdict.findings]
+
+
+def test_every_saved_repro_is_listed():
+    names = {f.removesuffix(".trace.json") for f in os.listdir(HERE) if f.endswith(".trace.json")}
+    assert names == set(EXPLAINED)

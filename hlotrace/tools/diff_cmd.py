@@ -1,0 +1,152 @@
+"""``hlotrace diff``: compare two traces, modules or dump directories."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+
+DESCRIPTION = """\
+Compare A and B, each a trace file (*.json: lowered first), a StableHLO module (*.mlir, as
+'hlotrace lower' or 'stages -o' write it, with locations), or a directory of them (files
+with the same name are compared; files in only one side are listed). Prints per op name
+the count in A, in B and the difference, then the structural diff aligned by source
+location: for each location (the user's file:line, else hlotrace's rec<i>:<op> name) whose
+ops differ, the ops only A or only B has there. Exit status 0 when A and B hold the same
+ops at the same locations, 1 when they differ (as diff(1)), 2 for bad input."""
+
+EPILOG = """\
+examples:
+  hlotrace diff before.trace.json after.trace.json
+  hlotrace stages model.py:f -i 'f32[8,8]' -o a/ && hlotrace diff a/01-stablehlo.mlir a/05-after-fuse-reductions.mlir
+  hlotrace diff dumps-main/ dumps-branch/"""
+
+_OP = re.compile(r"^\s*(?:%[\w#:, %]+=\s*)?\"?([a-z_]+\.[a-z_][\w.]*)\"?[ (]")
+_LOC_REF = re.compile(r"loc\((#loc\d*)\)\s*$")
+_LOC_DEF = re.compile(r"^(#loc\d*) = loc\((.*)\)\s*$")
+_FILE_LINE = re.compile(r'"([^"]+)":(\d+)')
+_NAME = re.compile(r'^"([^"]+)"')
+
+
+def add_parser(sub, formatter) -> None:
+    parser = sub.add_parser(
+        "diff",
+        help="compare two traces, modules or dump directories: op counts and a diff by source location",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=formatter,
+    )
+    parser.add_argument("a", metavar="A", help="a trace file, a .mlir module or a directory of them")
+    parser.add_argument("b", metavar="B", help="the same kind of thing as A")
+    parser.set_defaults(handler=run)
+
+
+def module_text(path: str) -> str:
+    """The module text of a .mlir file, or of a trace file lowered (with locations)."""
+    from hlotrace.tools.common import CliError, load_trace
+
+    if path.endswith(".json"):
+        from hlotrace.lowering import lower_trace
+
+        return lower_trace(load_trace(path)).text(debug_info=True)
+    try:
+        with open(path) as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {path}: {exc}") from None
+
+
+def located_ops(text: str) -> Counter:
+    """(location, op name) -> count, for every op line of a module's text."""
+    definitions = {}
+    for line in text.splitlines():
+        match = _LOC_DEF.match(line)
+        if match:
+            definitions[match.group(1)] = match.group(2)
+    counts: Counter = Counter()
+    for line in text.splitlines():
+        if line.startswith("#loc") or line.strip().startswith(("func.func", "module", "}", "^")):
+            continue
+        op = _OP.match(line)
+        if not op:
+            continue
+        ref = _LOC_REF.search(line)
+        counts[(_where(definitions.get(ref.group(1), "") if ref else "", definitions), op.group(1))] += 1
+    return counts
+
+
+def _where(definition: str, definitions: dict, depth: int = 0) -> str:
+    """file:line of a location (following #loc references), else its name, else '-'."""
+    found = _FILE_LINE.search(definition)
+    if found:
+        return f"{os.path.basename(found.group(1))}:{found.group(2)}"
+    for ref in re.findall(r"#loc\d*", definition):
+        if depth < 8 and ref in definitions:
+            inner = _where(definitions[ref], definitions, depth + 1)
+            if inner != "-":
+                return inner
+    name = _NAME.match(definition)
+    return name.group(1) if name else "-"
+
+
+def compare(text_a: str, text_b: str, label: str = "") -> tuple[bool, list[str]]:
+    a, b = located_ops(text_a), located_ops(text_b)
+    ops_a, ops_b = Counter(), Counter()
+    for (_, op), n in a.items():
+        ops_a[op] += n
+    for (_, op), n in b.items():
+        ops_b[op] += n
+    out = [f"== {label}" if label else "== op counts"]
+    out.append(f"  {'op':<32} {'A':>5} {'B':>5} {'B-A':>5}")
+    for op in sorted(set(ops_a) | set(ops_b)):
+        delta = ops_b[op] - ops_a[op]
+        mark = "" if delta == 0 else " *"
+        out.append(f"  {op:<32} {ops_a[op]:>5} {ops_b[op]:>5} {delta:>+5}{mark}")
+    out.append(
+        f"  {'total':<32} {sum(ops_a.values()):>5} {sum(ops_b.values()):>5} {sum(ops_b.values()) - sum(ops_a.values()):>+5}"
+    )
+    locations = sorted({loc for loc, _ in a} | {loc for loc, _ in b}, key=_location_key)
+    changed = []
+    for loc in locations:
+        only_a = {op: n - b[(loc, op)] for (where, op), n in a.items() if where == loc and n > b[(loc, op)]}
+        only_b = {op: n - a[(loc, op)] for (where, op), n in b.items() if where == loc and n > a[(loc, op)]}
+        if only_a or only_b:
+            parts = [f"-{n} {op}" for op, n in sorted(only_a.items())] + [
+                f"+{n} {op}" for op, n in sorted(only_b.items())
+            ]
+            changed.append(f"  {loc:<28} {', '.join(parts)}")
+    out.append("by location (ops only in A: -, only in B: +):" if changed else "by location: the same ops everywhere")
+    out.extend(changed)
+    return bool(changed) or ops_a != ops_b, out
+
+
+def _location_key(loc: str):
+    file, _, line = loc.rpartition(":")
+    return (file, int(line)) if line.isdigit() else (loc, 0)
+
+
+def run(args) -> int:
+    from hlotrace.tools.common import CliError, _write_stdout
+
+    for path in (args.a, args.b):
+        if not os.path.exists(path):
+            raise CliError(f"no such file or directory: {path}")
+    if os.path.isdir(args.a) != os.path.isdir(args.b):
+        raise CliError("A and B must both be directories, or both files")
+    if os.path.isdir(args.a):
+        names_a = {f for f in os.listdir(args.a) if f.endswith((".mlir", ".json"))}
+        names_b = {f for f in os.listdir(args.b) if f.endswith((".mlir", ".json"))}
+        if not names_a and not names_b:
+            raise CliError(f"neither {args.a} nor {args.b} holds .mlir or .json files")
+        differ, lines = False, []
+        for name in sorted(names_a & names_b):
+            d, out = compare(module_text(os.path.join(args.a, name)), module_text(os.path.join(args.b, name)), name)
+            differ |= d
+            lines.extend(out)
+        for name in sorted(names_a ^ names_b):
+            differ = True
+            lines.append(f"only in {args.a if name in names_a else args.b}: {name}")
+    else:
+        differ, lines = compare(module_text(args.a), module_text(args.b))
+    _write_stdout("\n".join(lines))
+    return 1 if differ else 0

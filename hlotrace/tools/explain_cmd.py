@@ -1,0 +1,143 @@
+"""``hlotrace explain``: which recorded ops and source lines each compiled XLA instruction
+came from, what it costs, and which lines are the hottest."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+DESCRIPTION = """\
+Compile a program (FILE.py:FUNC recorded once on random --input values, or a saved trace
+file; after --passes, default the default pipeline) and explain XLA's optimized module:
+for each instruction of its entry computation (a fusion, a dot, a copy, ...) the recorded
+ops it came from (record index and op name, from the locations hlotrace lowers with) and
+your source lines, its flops and bytes, and the executable's memory stats; the hottest
+source lines first.
+
+Which numbers are XLA's: the totals (flops, bytes accessed: XLA's cost analysis of the
+whole executable) and the memory stats (temp, argument, output, alias bytes). Per
+instruction and per line, flops and bytes are estimates from the HLO's shapes (a dot is
+2*M*N*K, a reduce one op per input element, elementwise ops one per output element; bytes
+are the instruction's operands plus its result); an instruction that came from several
+lines is split evenly between them."""
+
+EPILOG = """\
+examples:
+  hlotrace explain examples/softmax_demo.py:fused_softmax --input 'f32[64,1000]'
+  hlotrace explain model.py:step -i 'f32[8,784]' -i 'i32[8]' --top 5
+  hlotrace explain dumps/step.1.trace.json --passes '' --json > explain.json"""
+
+_REC = re.compile(r"rec(\d+):")
+
+
+def add_parser(sub, formatter) -> None:
+    from hlotrace.tools.common import add_target_arguments
+
+    parser = sub.add_parser(
+        "explain",
+        help="map each compiled XLA instruction to its recorded ops and source lines, with costs",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=formatter,
+    )
+    add_target_arguments(parser)
+    parser.add_argument("--passes", metavar="PIPELINE", help="the pass pipeline (default: the default pipeline)")
+    parser.add_argument("--top", type=int, default=10, metavar="N", help="source lines to list (default: 10)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    parser.set_defaults(handler=run)
+
+
+def explain(trace, pipeline: str, platform=None) -> dict:
+    """The report as a dict: totals, memory, instructions, lines (hottest first)."""
+    from hlotrace import passes, runtime
+    from hlotrace.lowering import lower_trace
+    from hlotrace.tools import hlo_parse
+
+    lowered = passes.run(lower_trace(trace), pipeline)
+    exe = runtime.compile(lowered.text(), lowered.in_avals, lowered.out_avals, platform=platform)
+    module = hlo_parse.parse(exe.hlo_text())
+    by_name = module.instruction_map()
+    instructions, lines = [], {}
+    for inst in module.computations.get(module.entry, []):
+        if inst.opcode in ("parameter", "constant", "tuple", "get-tuple-element"):
+            continue
+        inner = module.called(inst) or [inst]
+        names = sorted({i.op_name for i in [inst, *inner] if i.op_name}, key=_record_index)
+        records = sorted({int(m.group(1)) for n in names for m in [_REC.match(n)] if m})
+        where = sorted({_line(trace, r) for r in records if _line(trace, r)})
+        flops = sum(hlo_parse.estimated_flops(i, by_name) for i in inner)
+        moved = inst.bytes() + sum(by_name[o].bytes() for o in inst.operands if o in by_name)
+        instructions.append(
+            {"name": inst.name, "opcode": inst.opcode, "shape": inst.shape, "flops": flops, "bytes": moved,
+             "ops": names, "lines": where}
+        )  # fmt: skip
+        for line in where or ["(no source line)"]:
+            entry = lines.setdefault(line, {"line": line, "flops": 0.0, "bytes": 0.0, "ops": set()})
+            entry["flops"] += flops / max(1, len(where))
+            entry["bytes"] += moved / max(1, len(where))
+            entry["ops"].update(names)
+    hottest = sorted(lines.values(), key=lambda e: (-e["flops"], -e["bytes"], e["line"]))
+    for entry in hottest:
+        entry["ops"] = sorted(entry["ops"], key=_record_index)
+    cost = exe.cost_analysis()
+    totals = {k: cost.get(k) for k in ("flops", "bytes accessed", "transcendentals") if k in cost}
+    return {"totals": totals, "memory": exe.memory_stats(), "instructions": instructions, "lines": hottest}
+
+
+def _record_index(name: str):
+    match = _REC.match(name)
+    return (int(match.group(1)), name) if match else (1 << 30, name)
+
+
+def _line(trace, index: int) -> str | None:
+    if index >= len(trace.records) or trace.records[index].location is None:
+        return None
+    location = trace.records[index].location
+    return f"{os.path.basename(location.file)}:{location.line}"
+
+
+def _human(n) -> str:
+    n = float(n or 0)
+    for unit in ("", "K", "M", "G", "T"):
+        if abs(n) < 1000:
+            return f"{n:.0f}{unit}" if unit == "" else f"{n:.1f}{unit}"
+        n /= 1000
+    return f"{n:.1f}P"
+
+
+def format_report(report: dict, top: int) -> str:
+    totals = ", ".join(f"{k} {_human(v)}" for k, v in report["totals"].items()) or "not available"
+    memory = ", ".join(f"{k} {_human(v)}B" for k, v in report["memory"].items()) or "not available"
+    out = [f"XLA cost analysis (whole executable): {totals}", f"XLA memory stats: {memory}", ""]
+    out.append(f"hottest source lines (estimated; top {top}):")
+    out.append(f"  {'flops':>8} {'bytes':>8}  {'line':<28} ops")
+    for entry in report["lines"][:top]:
+        ops = " ".join(entry["ops"])
+        out.append(f"  {_human(entry['flops']):>8} {_human(entry['bytes']):>8}  {entry['line']:<28} {ops}")
+    out.append("")
+    out.append("instructions (entry computation, in execution order; estimated costs):")
+    out.append(f"  {'flops':>8} {'bytes':>8}  {'instruction':<34} {'opcode':<10} ops @ lines")
+    for inst in report["instructions"]:
+        where = ", ".join(inst["lines"]) or "-"
+        out.append(
+            f"  {_human(inst['flops']):>8} {_human(inst['bytes']):>8}  {inst['name']:<34} {inst['opcode']:<10} "
+            f"{' '.join(inst['ops']) or '-'} @ {where}"
+        )
+    return "\n".join(out)
+
+
+def run(args) -> int:
+    from hlotrace.passes.registry import DEFAULT_PIPELINE
+    from hlotrace.tools.common import CliError, _write_stdout, target_trace
+
+    if args.top < 1:
+        raise CliError(f"--top must be at least 1, not {args.top}")
+    trace = target_trace(args)
+    pipeline = DEFAULT_PIPELINE if args.passes is None else args.passes
+    try:
+        report = explain(trace, pipeline, args.platform)
+    except (ValueError, KeyError) as exc:  # a malformed pipeline
+        raise CliError(f"--passes: {exc.args[0] if exc.args else exc}") from None
+    _write_stdout(json.dumps(report, indent=1) if args.json else format_report(report, args.top))
+    return 0

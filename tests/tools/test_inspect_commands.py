@@ -1,0 +1,89 @@
+"""`hlotrace stages`, `explain` and `diff` on the softmax example and on small files: the
+stages in order, each XLA instruction mapped to its records and lines, diffs by location;
+one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from hlotrace.tools.cli import main
+
+SOFTMAX = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "softmax_demo.py") + ":fused_softmax"
+
+
+@pytest.fixture
+def program(tmp_path):
+    path = tmp_path / "prog.py"
+    path.write_text(
+        "from hlotrace import functional as F\n"
+        "def f(x, w):\n"
+        "    y = F.matmul(x, w)\n"
+        "    z = F.exp(y) * 2.0\n"
+        "    return F.sum(z, axis=1)\n"
+    )
+    return f"{path}:f"
+
+
+def test_stages_prints_every_stage_in_order(capsys):
+    assert main(["stages", SOFTMAX, "--input", "f32[4,8]", "--passes", "simplify,cse"]) == 0
+    out = capsys.readouterr().out
+    headers = [line for line in out.splitlines() if line.startswith("==== ")]
+    assert [h.split()[2] for h in headers] == ["trace", "stablehlo", "after", "after", "xla"]
+    assert "after simplify" in headers[2] and "after cse" in headers[3]
+    assert "HloModule" in out and 'loc("rec0:max"' in out
+
+
+def test_stages_writes_one_file_per_stage(tmp_path, program, capsys):
+    out = tmp_path / "stages"
+    assert main(["stages", program, "-i", "f32[3,4]", "-i", "f32[4,5]", "-o", str(out), "--passes", "cse"]) == 0
+    assert sorted(os.listdir(out)) == ["00-trace.txt", "01-stablehlo.mlir", "02-after-cse.mlir", "03-xla-optimized.hlo"]
+    assert "matmul" in (out / "00-trace.txt").read_text()
+    # the saved trace goes through the same stages
+    trace = tmp_path / "p.trace.json"
+    assert main(["lower", program, "-i", "f32[3,4]", "-i", "f32[4,5]", "--trace-out", str(trace)]) == 0
+    capsys.readouterr()
+    assert main(["stages", str(trace), "--passes", ""]) == 0
+    assert capsys.readouterr().out.count("==== ") == 3
+
+
+def test_explain_maps_instructions_to_records_and_lines(program, capsys):
+    assert main(["explain", program, "-i", "f32[3,4]", "-i", "f32[4,5]", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["totals"]["flops"] > 0 and report["memory"]["argument"] == (12 + 20) * 4
+    ops = {op for inst in report["instructions"] for op in inst["ops"]}
+    assert {"rec0:matmul", "rec1:exp", "rec3:sum"} <= ops
+    lines = {entry["line"] for entry in report["lines"]}
+    assert {"prog.py:3", "prog.py:4", "prog.py:5"} <= lines
+    dot = next(i for i in report["instructions"] if "rec0:matmul" in i["ops"])
+    assert dot["flops"] >= 2 * 3 * 5 * 4  # 2*M*N*K for the matmul
+    assert main(["explain", program, "-i", "f32[3,4]", "-i", "f32[4,5]", "--top", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "hottest source lines" in text and "XLA memory stats" in text
+
+
+def test_diff_by_location_and_exit_status(tmp_path, capsys):
+    out = tmp_path / "s"
+    assert main(["stages", SOFTMAX, "--input", "f32[4,8]", "-o", str(out)]) == 0
+    capsys.readouterr()
+    before, after = str(out / "01-stablehlo.mlir"), str(out / "03-after-elide-guards.mlir")
+    assert main(["diff", before, after]) == 1
+    text = capsys.readouterr().out
+    assert "stablehlo.select" in text and "softmax_demo.py:23" in text
+    assert main(["diff", before, before]) == 0
+    assert "the same ops everywhere" in capsys.readouterr().out
+    assert main(["diff", str(out), str(out)]) == 0
+
+
+def test_inspection_commands_bad_input_is_one_line(tmp_path, capsys):
+    assert main(["stages", str(tmp_path / "nope.json")]) == 2
+    assert main(["explain", SOFTMAX, "--input", "f32[4"]) == 2
+    assert main(["explain", SOFTMAX, "--input", "f32[4,8]", "--passes", "nope"]) == 2
+    assert main(["diff", str(tmp_path / "a.mlir"), str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all(line.startswith("hlotrace: error:") for line in err), err
+    for command in ("stages", "explain", "diff"):
+        assert main([command, "--help"]) == 0
+        assert "examples:" in capsys.readouterr().out

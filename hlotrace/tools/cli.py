@@ -36,7 +36,7 @@ from hlotrace.tools.common import (  # noqa: F401  (re-exported: tests and tools
 )
 
 # One module per command, in the order `hlotrace --help` lists them.
-COMMANDS = ("lower", "rules", "show", "stages", "explain", "diff", "passes", "export", "fuzz", "replay")
+COMMANDS = ("lower", "rules", "show", "stages", "explain", "diff", "graph", "passes", "export", "fuzz", "replay")
 
 
 # -- argument parsing -----------------------------------------------------------------------

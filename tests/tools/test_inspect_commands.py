@@ -87,3 +87,25 @@ def test_inspection_commands_bad_input_is_one_line(tmp_path, capsys):
     for command in ("stages", "explain", "diff"):
         assert main([command, "--help"]) == 0
         assert "examples:" in capsys.readouterr().out
+
+
+def test_graph_draws_ops_edges_and_fusion_groups(tmp_path, capsys):
+    source = tmp_path / "g.py"
+    source.write_text(
+        "from hlotrace import functional as F\n"
+        "def f(x):\n"
+        "    a = F.softmax(x, axis=-1)\n"
+        "    return F.sum(a * F.gelu(x), axis=0)\n"
+    )
+    out = tmp_path / "g.html"
+    assert main(["graph", f"{source}:f", "-i", "f32[4,8]", "-o", str(out)]) == 0
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "http" not in page.replace("http://www.w3.org", "")
+    assert "hlotrace.softmax" in page and "hlotrace.gelu" in page  # fuse-elementwise's groups
+    assert "g.py:3" in page and "f32[4,8]" in page and page.count("<line ") >= 6
+    svg = tmp_path / "g.svg"
+    assert main(["graph", f"{source}:f", "-i", "f32[4,8]", "-o", str(svg), "--group", "scope"]) == 0
+    text = svg.read_text()
+    assert text.startswith("<svg") and "hlotrace.softmax" in text and "hlotrace.gelu" not in text
+    assert main(["graph", f"{source}:f", "-i", "f32[4,8]", "-o", str(tmp_path / "g.png")]) == 2
+    assert "expected a name ending in .html or .svg" in capsys.readouterr().err

@@ -32,7 +32,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import TraceError
-from hlotrace.ops.registry import _RECORDER, BACKWARD_DEPTH, SCOPES, Aval, OpDef
+from hlotrace.ops.registry import _RECORDER, BACKWARD_DEPTH, MODULE_PATH, SCOPES, Aval, OpDef
 from hlotrace.source import SourceLocation
 from hlotrace.state import is_implicit
 
@@ -76,6 +76,9 @@ class Trace:
     # Record index -> (scope name, instance) for records applied inside hlotrace.trace.scope()
     # (the outermost scope): read back from the locations (``rec<i>:<op>@<name>#<instance>``).
     scopes: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # Record index -> dotted path of the nn.Modules it was applied in ("MLP.fc1"): the lowering
+    # prefixes location names with it, so Model Explorer groups the graph by module.
+    paths: dict[int, str] = field(default_factory=dict)
 
     def new_var(self, shape, dtype) -> int:
         var_id = len(self.vars)
@@ -134,6 +137,8 @@ class Trace:
             doc["backward"] = sorted(self.backward)
         if self.scopes:
             doc["scopes"] = [[i, name, n] for i, (name, n) in sorted(self.scopes.items())]
+        if self.paths:
+            doc["paths"] = [[i, path] for i, path in sorted(self.paths.items())]
         return doc, arrays
 
     def save(self, path: str | os.PathLike) -> None:
@@ -171,6 +176,7 @@ class Trace:
             trace.constants[c["id"]] = value
         trace.backward = set(doc.get("backward", ()))
         trace.scopes = {int(i): (str(name), int(n)) for i, name, n in doc.get("scopes", ())}
+        trace.paths = {int(i): str(path) for i, path in doc.get("paths", ())}
         for r in doc["records"]:
             loc = r.get("location")
             trace.records.append(
@@ -348,6 +354,8 @@ class Recorder:
             self.trace.backward.add(len(self.trace.records))
         if SCOPES:
             self.trace.scopes[len(self.trace.records)] = SCOPES[0]
+        if MODULE_PATH:
+            self.trace.paths[len(self.trace.records)] = ".".join(MODULE_PATH)
         self.trace.records.append(OpRecord(op.name, dict(attrs), in_ids, out_ids, location))
 
     def set_outputs(self, tensors) -> None:

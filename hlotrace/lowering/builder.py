@@ -54,10 +54,12 @@ def main_function(module: ir.Module):
     raise LoweringError("module has no func.func @main")
 
 
-def _location(index: int, op_name: str, record_location, backward: bool = False, scope=None) -> ir.Location:
+def _location(index: int, op_name: str, record_location, backward: bool = False, scope=None, path=None) -> ir.Location:
     name = f"rec{index}:{op_name}:bwd" if backward else f"rec{index}:{op_name}"
     if scope is not None:
         name = f"{name}@{scope[0]}#{scope[1]}"
+    if path:
+        name = f"{path}/{name}"  # Model Explorer nests "/"-separated names
     if record_location is None:
         return ir.Location.name(name)
     return ir.Location.name(name, childLoc=ir.Location.file(record_location.file, record_location.line, 0))
@@ -116,7 +118,7 @@ DUMP_ENV = "HLOTRACE_DUMP_TO"
 
 def _describe_diagnostic(trace: Trace, diagnostic) -> str:
     """``record 3 'add' at model.py:12 (in f): <message>`` when the location names a record."""
-    match = re.search(r'"rec(\d+):', str(diagnostic.location))
+    match = re.search(r'"(?:[^"/]*/)?rec(\d+):', str(diagnostic.location))
     if match and int(match.group(1)) < len(trace.records):
         index = int(match.group(1))
         record = trace.records[index]
@@ -163,7 +165,9 @@ def _lower_record(trace: Trace, index: int, record, env: dict) -> None:
     in_avals = tuple(trace.aval(v) for v in record.inputs)
     out_avals = tuple(trace.aval(v) for v in record.outputs)
     rule_ctx = LoweringRuleContext(in_avals, out_avals, record.op, index, record.location)
-    with _location(index, record.op, record.location, index in trace.backward, trace.scopes.get(index)):
+    with _location(
+        index, record.op, record.location, index in trace.backward, trace.scopes.get(index), trace.paths.get(index)
+    ):
         try:
             results = fn(rule_ctx, *[env[v] for v in record.inputs], **record.attrs)
         except LoweringError:

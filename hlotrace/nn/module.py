@@ -27,9 +27,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hlotrace.errors import HlotraceError
+from hlotrace.ops.registry import MODULE_PATH
 from hlotrace.tensor import Parameter, Tensor, tensor
 
 _PARAM, _BUFFER, _MODULE = "parameter", "buffer", "module"
+
+
+# The modules whose __call__ is running, outermost first (see ops.registry.MODULE_PATH).
+_CALLING: list = []
 
 
 class IncompatibleKeys(NamedTuple):
@@ -223,7 +228,17 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        parent = _CALLING[-1] if _CALLING else None
+        name = type(self).__name__
+        if parent is not None:
+            name = next((n for n, m in parent.named_children() if m is self), name)
+        MODULE_PATH.append(name)
+        _CALLING.append(self)
+        try:
+            return self.forward(*args, **kwargs)
+        finally:
+            _CALLING.pop()
+            MODULE_PATH.pop()
 
     # -- state ----------------------------------------------------------------------------
     def _named_state(self) -> list[tuple[str, Tensor]]:

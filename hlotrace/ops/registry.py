@@ -95,6 +95,11 @@ BACKWARD_DEPTH = [0]
 # The Recorder tags each record with the outermost one (fuse-elementwise names composites by it).
 SCOPES: list = []
 
+# The nn.Modules being called, outermost first (their attribute names in the caller, the
+# root by class name): the Recorder tags each record with the dotted path ("MLP.fc1"), and
+# the lowering puts it in front of the location name ("MLP.fc1/rec3:matmul").
+MODULE_PATH: list = []
+
 
 def is_differentiable(op: OpDef) -> bool:
     """Whether gradients flow through ``op`` (it has, or should have, a VJP)."""

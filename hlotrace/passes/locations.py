@@ -1,8 +1,8 @@
 """Read back what the lowering wrote into each op's location.
 
-Every op the lowering emits is located at ``rec<i>:<op>[:bwd][@<scope>#<instance>]``
+Every op the lowering emits is located at ``[<module path>/]rec<i>:<op>[:bwd][@<scope>#<instance>]``
 (around the user's ``file:line``): the record index and op name, ``:bwd`` when the record
-was applied during a backward pass, and the outermost :func:`hlotrace.trace.scope` it was
+was applied during a backward pass, the nn.Module path it ran in (``MLP.fc1``), and the outermost :func:`hlotrace.trace.scope` it was
 recorded in. Constants hoisted by the lowering are at ``const%<var>``. Passes use this to
 tell forward from backward ops (remat) and to name composites (fuse-elementwise).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_NAME = re.compile(r'loc\("(rec(\d+):([^"@:]+)(:bwd)?(?:@([^"#]+)#(\d+))?)"')
+_NAME = re.compile(r'loc\("((?:([^"/]+)/)?rec(\d+):([^"@:]+)(:bwd)?(?:@([^"#]+)#(\d+))?)"')
 _FILE = re.compile(r'\("([^"]+)":(\d+):\d+')
 
 
@@ -26,6 +26,7 @@ class RecordLocation:
     instance: int | None  # which entry into that scope
     file: str | None  # the user's source file and line, when known
     line: int | None
+    path: str | None = None  # the nn.Module path it was recorded in ("MLP.fc1"), if any
 
 
 def record_location(op) -> RecordLocation | None:
@@ -37,11 +38,12 @@ def record_location(op) -> RecordLocation | None:
     where = _FILE.search(text)
     return RecordLocation(
         name=match.group(1),
-        record=int(match.group(2)),
-        op=match.group(3),
-        backward=match.group(4) is not None,
-        scope=match.group(5),
-        instance=int(match.group(6)) if match.group(6) else None,
+        record=int(match.group(3)),
+        op=match.group(4),
+        backward=match.group(5) is not None,
+        scope=match.group(6),
+        instance=int(match.group(7)) if match.group(7) else None,
+        path=match.group(2),
         file=where.group(1) if where else None,
         line=int(where.group(2)) if where else None,
     )

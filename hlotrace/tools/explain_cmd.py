@@ -28,7 +28,7 @@ examples:
   hlotrace explain model.py:step -i 'f32[8,784]' -i 'i32[8]' --top 5
   hlotrace explain dumps/step.1.trace.json --passes '' --json > explain.json"""
 
-_REC = re.compile(r"rec(\d+):")
+_REC = re.compile(r"(?:^|/)rec(\d+):")
 
 
 def add_parser(sub, formatter) -> None:
@@ -64,7 +64,7 @@ def explain(trace, pipeline: str, platform=None) -> dict:
             continue
         inner = module.called(inst) or [inst]
         names = sorted({i.op_name for i in [inst, *inner] if i.op_name}, key=_record_index)
-        records = sorted({int(m.group(1)) for n in names for m in [_REC.match(n)] if m})
+        records = sorted({int(m.group(1)) for n in names for m in [_REC.search(n)] if m})
         where = sorted({_line(trace, r) for r in records if _line(trace, r)})
         flops = sum(hlo_parse.estimated_flops(i, by_name) for i in inner)
         moved = inst.bytes() + sum(by_name[o].bytes() for o in inst.operands if o in by_name)
@@ -86,7 +86,7 @@ def explain(trace, pipeline: str, platform=None) -> dict:
 
 
 def _record_index(name: str):
-    match = _REC.match(name)
+    match = _REC.search(name)
     return (int(match.group(1)), name) if match else (1 << 30, name)
 
 

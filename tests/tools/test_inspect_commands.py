@@ -109,3 +109,45 @@ def test_graph_draws_ops_edges_and_fusion_groups(tmp_path, capsys):
     assert text.startswith("<svg") and "hlotrace.softmax" in text and "hlotrace.gelu" not in text
     assert main(["graph", f"{source}:f", "-i", "f32[4,8]", "-o", str(tmp_path / "g.png")]) == 2
     assert "expected a name ending in .html or .svg" in capsys.readouterr().err
+
+
+def test_locations_carry_the_module_path_for_model_explorer(tmp_path):
+    import numpy as np
+
+    import hlotrace as ht
+    from hlotrace import functional as F
+    from hlotrace import nn
+    from hlotrace.jit import xla_trace
+    from hlotrace.lowering import lower_trace
+    from hlotrace.lowering.builder import main_function
+    from hlotrace.passes.locations import record_location
+    from hlotrace.trace import Trace
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return F.relu(self.fc(x))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(Block(), Block())
+
+        def forward(self, x):
+            return self.body(x) * 2.0
+
+    net = Net()
+    traced = xla_trace(lambda x: F.exp(net(x)), capture_as_const=True, passes="")
+    traced(ht.tensor(np.ones((2, 4), np.float32)))
+    paths = {traced.trace.records[i].op: p for i, p in sorted(traced.trace.paths.items())}
+    assert paths["matmul"].startswith("Net.body.") and paths["multiply"] == "Net" and "exp" not in paths
+    text = traced.lowered.text()
+    assert '"Net.body.0.fc/rec0:matmul"' in text and '"Net.body.1.fc/' in text
+    found = [record_location(op) for op in main_function(traced.lowered.module).regions[0].blocks[0].operations]
+    assert {f.path for f in found if f is not None} >= {"Net.body.0.fc", "Net.body.0", "Net", None}
+    path = str(tmp_path / "t.trace.json")
+    traced.trace.save(path)
+    assert lower_trace(Trace.load(path)).text() == text  # saved and read back

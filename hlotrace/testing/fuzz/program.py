@@ -121,6 +121,7 @@ def slice_to(trace: Trace, outputs: list[int]) -> Trace:
         records=[trace.records[i] for i in sorted(kept)],
         backward={i for i in trace.backward if i in kept},
         scopes={},
+        paths={},
     )
     return copy
 
@@ -169,7 +170,9 @@ def replace_by_value(program: Program, var_id: int, value: np.ndarray, as_consta
     else:
         inputs.append(var_id)
         values.append(np.asarray(value))
-    new = dataclasses.replace(trace, inputs=inputs, constants=constants, records=records, backward=set(), scopes={})
+    new = dataclasses.replace(
+        trace, inputs=inputs, constants=constants, records=records, backward=set(), scopes={}, paths={}
+    )
     new = slice_to(new, new.outputs)
     return compact(dataclasses.replace(program, trace=new, inputs=values))
 

@@ -174,7 +174,7 @@ def _bypass(program: Program, out_id: int, operand: int) -> Program:
         if out_id not in r.outputs
     ]
     outputs = [operand if v == out_id else v for v in trace.outputs]
-    new = dataclasses.replace(trace, records=records, outputs=outputs, backward=set(), scopes={})
+    new = dataclasses.replace(trace, records=records, outputs=outputs, backward=set(), scopes={}, paths={})
     return compact(dataclasses.replace(program, trace=slice_to(new, outputs)))
 
 

@@ -21,8 +21,11 @@ EXPLAINED = {
     "conv2d_weight_grad_nan": (UNDEFINED_INPUT, "backends differ"),
     # An inf weight in conv_transpose2d: the interpreter computes 0 * inf for inserted zeros.
     "conv_transpose_inf_weight": (UNDEFINED_INPUT, "backends differ"),
-    # tan of arguments near 1e308: XLA's range reduction is off, the interpreter and NumPy agree.
-    "cosh_tan_huge": (XLA_DISAGREEMENT, "interpreter agrees with eager"),
+    # tan / cos of arguments near 1e308: one ulp there is ~1e292 radians, so the result is
+    # not determined at float64 precision; XLA and NumPy reduce the argument differently.
+    # First reported as a rule bug, then as an XLA disagreement; now skipped as ill-conditioned.
+    "cosh_tan_huge": (None, "ill-conditioned"),
+    "cosh_cos_huge": (None, "ill-conditioned"),
     # A bfloat16 subnormal base: XLA:CPU flushes it on one path and not another.
     "power_subnormal_base": (XLA_DISAGREEMENT, "subnormal operands"),
 }
@@ -41,7 +44,12 @@ def test_each_found_disagreement_keeps_its_explanation(name, interpreter):
     verdict = check(program, Oracles(interpreter=interpreter))
     kind, phrase = EXPLAINED[name]
     assert not [f for f in verdict.findings if f.kind in BUGS], [str(f) for f in verdict.findings]
-    assert any(f.kind == kind and phrase in f.evidence for f in verdict.findings), [str(f) for f in verdict.findings]
+    if kind is None:  # not checked: the verdict says why
+        assert not verdict.findings and any(phrase in why for why in verdict.skipped.values()), verdict.skipped
+    else:
+        assert any(f.kind == kind and phrase in f.evidence for f in verdict.findings), [
+            str(f) for f in verdict.findings
+        ]
 
 
 def test_every_saved_repro_is_listed():

@@ -175,7 +175,11 @@ def run_one(settings: Settings, index: int) -> Outcome:
     worth = [f for f in verdict.findings if f.kind in SAVED_CLASSES]
     if worth and settings.out_dir:
         finding = next((f for f in worth if f.kind in BUGS), worth[0])
-        small, found, checks = shrink(program, finding, oracles) if settings.shrink else (program, finding, 0)
+        try:
+            small, found, checks = shrink(program, finding, oracles) if settings.shrink else (program, finding, 0)
+        except Exception as exc:  # a shrinker bug must not end the session: save the program whole
+            small, found, checks = program, finding, 0
+            outcome.skipped.append(f"shrinking failed: {type(exc).__name__}: {exc}")
         # The shrinker re-checks with the oracles the finding needed; the small program is
         # checked by all of them once more (an interpreter that could not run the whole
         # program may run this one, and turn a rule bug into an XLA disagreement).

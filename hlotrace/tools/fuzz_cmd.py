@@ -79,6 +79,12 @@ def _names(text):
 
 def settings_from(args):
     """Settings from parsed arguments; bad names are CliErrors."""
+    from hlotrace.tools.common import CliError
+
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        raise CliError("hlotrace fuzz draws from the ops' hypothesis strategies: pip install 'hlotrace[fuzz]'") from None
     from hlotrace.testing.fuzz.generate import select_ops
     from hlotrace.testing.fuzz.session import Settings, import_user_modules
     from hlotrace.tools.common import CliError

@@ -84,7 +84,9 @@ def settings_from(args):
     try:
         import hypothesis  # noqa: F401
     except ImportError:
-        raise CliError("hlotrace fuzz draws from the ops' hypothesis strategies: pip install 'hlotrace[fuzz]'") from None
+        raise CliError(
+            "hlotrace fuzz draws from the ops' hypothesis strategies: pip install 'hlotrace[fuzz]'"
+        ) from None
     from hlotrace.testing.fuzz.generate import select_ops
     from hlotrace.testing.fuzz.session import Settings, import_user_modules
     from hlotrace.tools.common import CliError

@@ -193,9 +193,8 @@ def load_trace(path: str):
         raise CliError(f"bad trace file {path}: {_describe(exc)}") from None
 
 
-def add_target_arguments(parser) -> None:
-    """TARGET (FILE.py:FUNC or a trace file) with --input/--seed/--platform, as `lower` takes them."""
-    parser.add_argument("target", metavar="FILE.py:FUNC|TRACE.json", help="a function to record, or a saved trace")
+def add_input_arguments(parser) -> None:
+    """--input (repeatable) and --seed: the random arguments a recorded function is called on."""
     parser.add_argument(
         "--input",
         "-i",
@@ -203,9 +202,15 @@ def add_target_arguments(parser) -> None:
         action="append",
         default=[],
         metavar="DTYPE[SHAPE]",
-        help="with FILE.py:FUNC: type of the next positional argument, e.g. 'f32[64,1000]' (repeat per argument)",
+        help="type of the next positional argument, e.g. 'f32[64,1000]', 'i32[5]', 'f32[]' (repeat per argument)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
+
+
+def add_target_arguments(parser) -> None:
+    """TARGET (FILE.py:FUNC or a trace file) with --input/--seed/--platform, as `lower` takes them."""
+    parser.add_argument("target", metavar="FILE.py:FUNC|TRACE.json", help="a function to record, or a saved trace")
+    add_input_arguments(parser)
     parser.add_argument("--platform", choices=("cpu", "cuda"), help="PJRT platform (default: CUDA if present)")
 
 

@@ -16,6 +16,7 @@ from hlotrace.tools.common import (
     _split_target,
     _user_frame,
     _write_stdout,
+    add_input_arguments,
     parse_input_spec,
     random_input,
 )
@@ -52,16 +53,7 @@ def add_parser(sub, formatter) -> None:
         formatter_class=formatter,
     )
     lower.add_argument("target", metavar="FILE.py:FUNC", help="the Python file and the function in it to record")
-    lower.add_argument(
-        "--input",
-        "-i",
-        dest="inputs",
-        action="append",
-        default=[],
-        metavar="DTYPE[SHAPE]",
-        help="type of the next positional argument, e.g. 'f32[64,1000]', 'i32[5]', 'f32[]' (repeat per argument)",
-    )
-    lower.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
+    add_input_arguments(lower)
     lower.add_argument("--no-locations", action="store_true", help="print the module without loc(...) annotations")
     lower.add_argument(
         "--compiled",

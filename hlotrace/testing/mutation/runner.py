@@ -125,10 +125,13 @@ def fuzz_argv(mutant: Mutant | None) -> tuple[str, ...]:
 
 
 def fuzz_killer(output: str, returncode: int) -> str:
-    """``fuzzer: rule bug, 1 ops``: the class and size of the first shrunk repro."""
-    match = _SAVED_LINE.search(output)
-    if match:
-        return f"fuzzer: {match.group(3).strip()}, {match.group(2)} ops"
+    """``fuzzer: rule bug, 1 ops``: the class and size of the first shrunk repro of a bug
+    (a rule or pass bug, or a crash), else of the first one saved."""
+    found = _SAVED_LINE.findall(output)
+    bugs = [f for f in found if f[2].strip() in ("rule bug", "pass bug", "crash")]
+    if found:
+        _, size, kind = (bugs or found)[0]
+        return f"fuzzer: {kind.strip()}, {size} ops"
     return pytest_killer(output, returncode)
 
 

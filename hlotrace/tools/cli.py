@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         print(
-            f"{PROG}: error: a command is required (lower, rules, show, passes, export, fuzz or replay)",
+            f"{PROG}: error: a command is required ({', '.join(COMMANDS[:-1])} or {COMMANDS[-1]})",
             file=sys.stderr,
         )
         return 2

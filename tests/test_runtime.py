@@ -53,3 +53,28 @@ def test_compile_failure_is_a_backend_error():
     text = "func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> { return %b : tensor<4xf32> }"
     with pytest.raises(BackendError, match="XLA failed to compile"):
         runtime.compile(text, [], [])
+
+
+def test_the_compile_cache_is_bounded_and_keeps_the_recently_used(monkeypatch):
+    import numpy as np
+
+    from hlotrace import runtime
+    from hlotrace.ops.registry import Aval
+
+    monkeypatch.setattr(runtime, "COMPILE_CACHE_SIZE", 3)
+    aval = [Aval((2,), np.dtype(np.float32))]
+
+    def module(k):
+        return (
+            "func.func public @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n"
+            f"  %c = stablehlo.constant dense<{k}.0> : tensor<2xf32>\n"
+            "  %0 = stablehlo.add %a, %c : tensor<2xf32>\n  return %0 : tensor<2xf32>\n}"
+        )
+
+    first = runtime.compile(module(1001), aval, aval)
+    for k in range(1002, 1006):
+        runtime.compile(module(k), aval, aval)
+        assert runtime.compile(module(1001), aval, aval) is first  # used again: kept
+    assert len(runtime._compile_cache) <= 3
+    out = first.run([first.to_device(0, np.ones(2, np.float32))])
+    assert np.asarray(out[0]).tolist() == [1002.0, 1002.0]

@@ -6,6 +6,7 @@ plugin and a GPU are present, else the CPU.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 import time
@@ -93,7 +94,11 @@ class Executable:
         return jaxlib_compat.cost_analysis(self.loaded)
 
 
-_compile_cache: dict[tuple, Executable] = {}
+# The most recently used executables (xla_trace keeps its own). Bounded: a process that
+# compiles thousands of modules (the fuzzer) otherwise runs out of memory maps for their
+# code: LLVM then fails with "Cannot allocate memory" and the process dies.
+COMPILE_CACHE_SIZE = 256
+_compile_cache: collections.OrderedDict[tuple, Executable] = collections.OrderedDict()
 _BARRIER = "stablehlo.optimization_barrier"
 
 
@@ -125,6 +130,7 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     key = (module_fingerprint(module_text), tuple(in_avals), tuple(out_avals), str(device), disabled_xla_passes)
     cached = _compile_cache.get(key)
     if cached is not None:
+        _compile_cache.move_to_end(key)
         return cached
     start = time.perf_counter()
     try:
@@ -137,4 +143,6 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     exe.run = jaxlib_compat.make_executor(loaded, [(a.shape, a.dtype) for a in out_avals], device)
     exe._puts = [jaxlib_compat.make_host_to_device(a.shape, a.dtype, device) for a in in_avals]
     _compile_cache[key] = exe
+    while len(_compile_cache) > COMPILE_CACHE_SIZE:
+        _compile_cache.popitem(last=False)
     return exe

@@ -29,9 +29,14 @@ EXPLAINED = {
     # 1e-45 / normal_cdf(prod of nothing): without a pass XLA folds the constants and keeps
     # the subnormal; fuse-elementwise's composite makes XLA compute it at run time, flushed.
     "fuse_elementwise_subnormal": (XLA_DISAGREEMENT, "only subnormals and zeros differ"),
+    # exp(NaN constant + x): XLA:CPU (jaxlib 0.10.2) returns uninitialized memory (jax.jit
+    # of the same function does too). What it returns varies, and may happen to be NaN.
+    "exp_of_folded_nan": (XLA_DISAGREEMENT, "the interpreter agrees with eager"),
     # A bfloat16 subnormal base: XLA:CPU flushes it on one path and not another.
     "power_subnormal_base": (XLA_DISAGREEMENT, "subnormal operands"),
 }
+# XLA's result is not repeatable: it may by chance be right (then nothing is found).
+MAY_VANISH = {"exp_of_folded_nan"}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +54,7 @@ def test_each_found_disagreement_keeps_its_explanation(name, interpreter):
     assert not [f for f in verdict.findings if f.kind in BUGS], [str(f) for f in verdict.findings]
     if kind is None:  # not checked: the verdict says why
         assert not verdict.findings and any(phrase in why for why in verdict.skipped.values()), verdict.skipped
-    else:
+    elif verdict.findings or name not in MAY_VANISH:
         assert any(f.kind == kind and phrase in f.evidence for f in verdict.findings), [
             str(f) for f in verdict.findings
         ]

@@ -45,6 +45,13 @@ MEAN_OPS = 7.0  # program lengths: 1 + an exponential draw (mean ~8), capped at 
 P_LIVE = 0.8  # a step tries to feed earlier results to the op
 P_LIVE_OPERAND = 0.9  # ... to each operand that can take one
 MAX_OUTPUTS = 16
+# A fresh float operand becomes a constant of the program (what users write: x * 0.5,
+# x - 0.0, where(m, x, nan)): its sample's values, or a splat of a special value. Rules that
+# look at constants (x - (-0.0), x * 1) meet them only this way.
+P_CONSTANT = 0.08
+P_SPECIAL_CONSTANT = 0.08
+SPECIAL_CONSTANTS = (0.0, -0.0, 1.0, -1.0, 0.5, 2.0, np.nan, np.inf, -np.inf)
+SPECIAL_WEIGHTS = (3, 3, 2, 1, 1, 1, 1, 1, 1)
 # Largest magnitude a step fed with earlier results may produce (beyond it, later ops
 # amplify summation-order differences into reports that say nothing about a rule).
 MAGNITUDE_LIMIT = {dt.float16: 1e3, dt.bfloat16: 1e3, dt.float32: 1e6, dt.float64: 1e8}
@@ -210,6 +217,19 @@ class _Builder:
             self.recorder.trace.inputs.remove(var_id)
             del self.values[var_id]
 
+    def _constant(self, arg: np.ndarray) -> np.ndarray | None:
+        """A constant in place of a fresh float operand (None: keep it an input)."""
+        if not is_float(arg.dtype):
+            return None
+        u = self.rng.random()
+        if u < P_CONSTANT:
+            return np.array(arg)
+        if u < P_CONSTANT + P_SPECIAL_CONSTANT:
+            weights = np.array(SPECIAL_WEIGHTS, np.float64)
+            value = SPECIAL_CONSTANTS[int(self.rng.choice(len(weights), p=weights / weights.sum()))]
+            return np.full(arg.shape, value, dtype=arg.dtype)
+        return None
+
     def step(self, op: OpDef) -> bool:
         sample = _draw_sample(op, self.rng, self.live, self.main_dtype)
         if sample is None:
@@ -229,6 +249,10 @@ class _Builder:
                         operands.append(_pick_live(self.rng, candidates))
                         from_live = True
                         continue
+                constant = self._constant(arg)
+                if constant is not None:
+                    operands.append(constant)
+                    continue
                 tensor = Tensor._from_array(np.array(arg))
                 fresh.append(tensor)
                 operands.append(tensor)

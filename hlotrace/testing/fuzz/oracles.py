@@ -27,7 +27,9 @@ Classes (each finding carries its evidence):
   XLA disagreement  the interpreter agrees with eager NumPy and XLA does not (or the other way
                     round): the StableHLO says one thing and XLA computes another;
   undefined input   the eager result is itself off from the float64 judge at the elements that
-                    disagree (overflow, cancellation, a comparison of near-equal values).
+                    disagree (overflow, cancellation, a comparison of near-equal values), or an
+                    op on the path is outside its declared domain (OpDef.domain). A NaN or inf
+                    that eager and the judge agree on is a defined result, not an undefined input.
 """
 
 from __future__ import annotations
@@ -408,8 +410,10 @@ def _classify_compiled(run: _Run, lowered, k: int, actual, bad) -> None:
     if reason:
         run.add(UNDEFINED_INPUT, "compiled", k, f"{_first_diff(actual, expected, bad)}; {reason}")
         return
+    # A NaN or infinity that eager and the judge agree on is a defined result (NaN in, NaN
+    # out): a compiled result without it is wrong. Only where they differ is the input undefined.
     eager_off = disagreeing(expected, _narrow(judge, expected.dtype), run.tolerances[k]) & bad
-    if eager_off.any() or (is_float(expected.dtype) and not np.isfinite(judge[bad]).all()):
+    if eager_off.any():
         run.add(
             UNDEFINED_INPUT,
             "compiled",
@@ -490,6 +494,10 @@ def _check_variant(run: _Run, oracle: str, exact: bool, base, results, base_bad:
     from hlotrace.testing.differential import bitwise_equal
 
     for k, (before, after) in enumerate(zip(base, results, strict=True)):
+        if base_bad[k]:
+            # The module as lowered is already wrong here (reported as such); XLA's wrong
+            # results need not be repeatable (exp of a folded NaN returns uninitialized memory).
+            continue
         if exact and not bitwise_equal(after, before):
             diff = _bit_differences(after, before)
             evidence = f"an exact pass changed bits: {_first_diff(after, before, diff)} (vs no pass)"
@@ -500,5 +508,5 @@ def _check_variant(run: _Run, oracle: str, exact: bool, base, results, base_bad:
             else:
                 run.add(PASS_BUG, oracle, k, evidence)
             continue
-        if not base_bad[k] and run.bad(k, after).any():
+        if run.bad(k, after).any():
             run.add(PASS_BUG, oracle, k, _first_diff(after, run.eager[k], run.bad(k, after)))

@@ -53,6 +53,12 @@ def parse_args(argv):
     )
     p.add_argument("--min-suite", type=float, default=0.95, help="target kill ratio of the suite column")
     p.add_argument("--min-property", type=float, default=0.90, help="target kill ratio of the property column")
+    p.add_argument(
+        "--min-any",
+        type=float,
+        default=0.95,
+        help="target kill ratio of the columns together (killed by at least one; with several columns)",
+    )
     p.add_argument("--min", action="append", default=[], metavar="COLUMN=RATIO", help="target of another column")
     p.add_argument("--no-targets", action="store_true", help="show the ratios only; never exit 1")
     p.add_argument("--skip-baseline", action="store_true", help="do not check that the unmutated copy passes")
@@ -85,10 +91,12 @@ def _targets(args, columns: list[str]) -> dict[str, float]:
     if args.no_targets:
         return {}
     targets = {"suite": args.min_suite, "property": args.min_property}
+    if len(columns) > 1:
+        targets[report.ANY] = args.min_any
     for item in args.min:
         column, _, ratio = item.partition("=")
         targets[column] = float(ratio)
-    return {c: t for c, t in targets.items() if c in columns}
+    return {c: t for c, t in targets.items() if c in columns or c == report.ANY}
 
 
 def _interrupt(signum, frame):

@@ -8,6 +8,7 @@ from hlotrace.testing.mutation.catalog import Mutant
 from hlotrace.testing.mutation.runner import PROPERTY_FILE, Verdict
 
 BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
+ANY = "any column"  # the summary row of mutants killed by at least one column
 
 
 @dataclass
@@ -24,7 +25,12 @@ class Results:
         return [m for m in self.mutants if m.equivalent is None and m.name in self.verdicts]
 
     def ratio(self, column: str) -> tuple[int, int]:
-        counted = self.counted()
+        """(killed, counted) in ``column``; ANY: killed by at least one column. A mutant the
+        column cannot test (n/a) is not counted there."""
+        if column == ANY:
+            counted = self.counted()
+            return sum(any(v.killed for v in self.verdicts[m.name].values()) for m in counted), len(counted)
+        counted = [m for m in self.counted() if not self.verdicts[m.name][column].not_applicable]
         return sum(self.verdicts[m.name][column].killed for m in counted), len(counted)
 
     def below_targets(self) -> list[str]:
@@ -48,10 +54,12 @@ def cell(verdict: Verdict | None, short: bool = False) -> str:
         return "not run"
     if verdict.error:
         return "ERROR (nothing tested)"
+    if verdict.not_applicable:
+        return f"n/a ({verdict.not_applicable})" if not short else "n/a"
     if verdict.timed_out:
         return "killed (timeout)"
     if not verdict.killed:
-        return "SURVIVED"
+        return f"SURVIVED ({verdict.by})" if verdict.by and not short else "SURVIVED"
     text = f"killed: {short_test(verdict.by)}"
     return text if short or not verdict.via or verdict.via == "hint" else f"{text} (via {verdict.via})"
 
@@ -99,14 +107,18 @@ def summary_lines(results: Results) -> list[str]:
     equivalent = sum(m.equivalent is not None for m in results.mutants)
     lines = [f"Non-equivalent mutants: {len(counted)} (equivalent, not counted: {equivalent}).", ""]
     rows = []
-    for column in results.columns:
+    for column in results.columns + ([ANY] if len(results.columns) > 1 else []):
         killed, total = results.ratio(column)
         target = results.targets.get(column)
         ratio = f"{killed / total:.1%}" if total else "-"
         verdict = "" if target is None or not total else (" (met)" if killed / total >= target else " (missed)")
         rows.append([column, f"{killed}/{total}", ratio, f"{target:.0%}{verdict}" if target is not None else "-"])
     lines += _table(["column", "killed", "ratio", "target"], rows)
-    survivors = [m.name for m in counted if not all(results.verdicts[m.name][c].killed for c in results.columns)]
+    survivors = [
+        m.name
+        for m in counted
+        if not all(v.killed or v.not_applicable for v in results.verdicts[m.name].values())
+    ]
     if survivors:
         lines += ["", "Survivors (in at least one column): " + ", ".join(f"`{s}`" for s in survivors) + "."]
     lines += ["", f"Wall time: {_duration(results.wall_seconds)}."]
@@ -116,7 +128,7 @@ def summary_lines(results: Results) -> list[str]:
 def progress_line(index: int, total: int, mutant: Mutant, verdicts: dict[str, Verdict], seconds: float) -> str:
     parts = []
     for column, verdict in verdicts.items():
-        text = cell(verdict, short=True)
+        text = cell(verdict, short=not verdict.by or verdict.killed)
         if verdict.killed and not verdict.timed_out:
             by = short_test(verdict.by)
             text = (f"killed ({by})" if by.startswith(("crashed", "exit status")) else f"killed by {by}") + (

@@ -61,6 +61,13 @@ class Column:
     # The command for one mutant (replaces argv), e.g. the fuzzer aimed at the mutant's ops.
     argv_for: Callable[[Mutant | None], tuple[str, ...]] | None = None
     default: bool = True  # run unless --columns names the columns
+    # Why the column cannot test this mutant (None: it can); such a mutant is "n/a" there
+    # and not counted in the column's ratio.
+    not_applicable: Callable[[Mutant], str | None] | None = None
+    # Run after the mutant is undone, on a kill: the verdict that stands (e.g. a fuzzer
+    # repro that also fails on the unmutated tree was not found because of the mutant).
+    confirm: Callable[[Scratch, Verdict], Verdict] | None = None
+    artifact: Callable[[str], str] | None = None  # the file named in the output, for confirm
 
 
 COLUMNS: dict[str, Column] = {}
@@ -118,10 +125,17 @@ def fuzz_argv(mutant: Mutant | None) -> tuple[str, ...]:
     """``hlotrace fuzz`` for FUZZ_SECONDS, stopping at the first bug, aimed at the mutant's ops
     (and their companions); every op when the mutant names none (a pass mutant)."""
     argv = ("{python}", "-m", "hlotrace", "fuzz", "--seconds", str(FUZZ_SECONDS), "--jobs", "1", "--seed", "0")
-    argv += ("--stop-on-bug", "--no-interpreter", "--out", ".fuzz-mutant")
+    argv += ("--stop-on-bug", "--out", ".fuzz-mutant")
     if mutant is not None and mutant.ops:
         argv += ("--ops", ",".join(dict.fromkeys((*mutant.ops, *FUZZ_COMPANIONS))))
     return argv
+
+
+def fuzz_artifact(output: str) -> str:
+    """The first shrunk repro of a bug that ``hlotrace fuzz`` saved ("" if none)."""
+    found = _SAVED_LINE.findall(output)
+    bugs = [f for f in found if f[2].strip() in ("rule bug", "pass bug", "crash")]
+    return bugs[0][0] if bugs else ""
 
 
 def fuzz_killer(output: str, returncode: int) -> str:
@@ -135,6 +149,27 @@ def fuzz_killer(output: str, returncode: int) -> str:
     return pytest_killer(output, returncode)
 
 
+def fuzz_not_applicable(mutant: Mutant) -> str | None:
+    """VJP rules (in ``hlotrace/ops/`` and ``hlotrace/autodiff.py``) are out of the fuzzer's
+    reach: eager and compiled run the same recorded backward ops, and no oracle differentiates."""
+    if mutant.file.startswith("hlotrace/ops/") or mutant.file == "hlotrace/autodiff.py":
+        return "a VJP rule: the fuzzer has no gradient oracle"
+    return None
+
+
+def fuzz_confirm(scratch: Scratch, verdict: Verdict) -> Verdict:
+    """A fuzzer kill stands only if its shrunk repro passes on the unmutated tree
+    (``hlotrace replay`` exits 0): a disagreement the tree has anyway says nothing of the mutant."""
+    if not verdict.killed or not verdict.artifact:
+        return verdict
+    code, output, seconds, _ = scratch.run(("{python}", "-m", "hlotrace", "replay", verdict.artifact), 300.0)
+    if code == 1:
+        lines = [line for line in output.splitlines() if line.startswith("verdict:")]
+        why = lines[0].removeprefix("verdict:").strip() if lines else "the disagreement reproduces"
+        return replace(verdict, killed=False, by=f"not the mutant's: the unmutated tree fails too ({why})")
+    return verdict
+
+
 register_column(
     Column(
         "fuzzer",
@@ -144,6 +179,9 @@ register_column(
         no_tests_codes=(2,),
         argv_for=fuzz_argv,
         default=False,
+        not_applicable=fuzz_not_applicable,
+        confirm=fuzz_confirm,
+        artifact=fuzz_artifact,
     )
 )
 
@@ -169,6 +207,8 @@ class Verdict:
     timed_out: bool = False
     via: str = ""  # "hint" or the contained column whose kill this is
     error: str = ""  # harness problem: the run tested nothing
+    not_applicable: str = ""  # why the column cannot test this mutant (not counted there)
+    artifact: str = ""  # a file the run left (the fuzzer's shrunk repro), for ``confirm``
 
 
 class Scratch:
@@ -265,7 +305,10 @@ def _verdict(column: Column, result: tuple[int, str, float, bool], via: str = ""
     if code in column.no_tests_codes:
         tail = "\n".join(output.strip().splitlines()[-5:])
         return Verdict(False, seconds=seconds, via=via, error=f"exit status {code}, nothing tested: {tail}")
-    return Verdict(code != 0, column.killer(output, code) if code else "", seconds, via=via)
+    artifact = ""
+    if code and column.artifact is not None:
+        artifact = column.artifact(output)
+    return Verdict(code != 0, column.killer(output, code) if code else "", seconds, via=via, artifact=artifact)
 
 
 def run_columns(
@@ -285,6 +328,10 @@ def run_columns(
             if hint.killed:
                 verdicts[column.name] = hint
                 continue
+        reason = column.not_applicable(mutant) if column.not_applicable and mutant else None
+        if reason:
+            verdicts[column.name] = Verdict(False, not_applicable=reason)
+            continue
         argv = column.argv_for(mutant) if column.argv_for else column.argv
         for contained in column.contains:
             if contained in verdicts and not verdicts[contained].error:
@@ -305,6 +352,11 @@ def run_mutant(scratch: Scratch, mutant: Mutant, names: list[str], property_ids:
     original = path.read_bytes()
     path.write_bytes(mutant.apply(original.decode("utf-8")).encode("utf-8"))
     try:
-        return run_columns(scratch, names, hint_ids(mutant.ops, property_ids), timeout, mutant)
+        verdicts = run_columns(scratch, names, hint_ids(mutant.ops, property_ids), timeout, mutant)
     finally:
         path.write_bytes(original)
+    for name, verdict in verdicts.items():
+        column = COLUMNS[name]
+        if column.confirm is not None and verdict.killed and not verdict.via:
+            verdicts[name] = column.confirm(scratch, verdict)
+    return verdicts

@@ -115,9 +115,7 @@ def summary_lines(results: Results) -> list[str]:
         rows.append([column, f"{killed}/{total}", ratio, f"{target:.0%}{verdict}" if target is not None else "-"])
     lines += _table(["column", "killed", "ratio", "target"], rows)
     survivors = [
-        m.name
-        for m in counted
-        if not all(v.killed or v.not_applicable for v in results.verdicts[m.name].values())
+        m.name for m in counted if not all(v.killed or v.not_applicable for v in results.verdicts[m.name].values())
     ]
     if survivors:
         lines += ["", "Survivors (in at least one column): " + ", ".join(f"`{s}`" for s in survivors) + "."]

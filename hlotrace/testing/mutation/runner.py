@@ -162,7 +162,7 @@ def fuzz_confirm(scratch: Scratch, verdict: Verdict) -> Verdict:
     (``hlotrace replay`` exits 0): a disagreement the tree has anyway says nothing of the mutant."""
     if not verdict.killed or not verdict.artifact:
         return verdict
-    code, output, seconds, _ = scratch.run(("{python}", "-m", "hlotrace", "replay", verdict.artifact), 300.0)
+    code, output, _, _ = scratch.run(("{python}", "-m", "hlotrace", "replay", verdict.artifact), 300.0)
     if code == 1:
         lines = [line for line in output.splitlines() if line.startswith("verdict:")]
         why = lines[0].removeprefix("verdict:").strip() if lines else "the disagreement reproduces"

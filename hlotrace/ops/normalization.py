@@ -21,8 +21,11 @@ float64). ``layer_norm`` subtracts each slice's first element before averaging (
 the nearly equal values where it matters), so a constant slice normalizes to exactly 0
 (``+0.0``; an element ``-0.0`` in a slice starting with ``+0.0`` gives ``-0.0``) whatever
 the summation order. A slice holding NaN or ±inf normalizes to all NaN. ``eps >= 0``
-(with ``eps = 0`` a constant slice gives NaN, 0/0). Values whose differences overflow give
-NaN/inf. Zero-size inputs give zero-size results.
+(with ``eps = 0`` a constant slice gives NaN, 0/0). Zero-size inputs give zero-size
+results. ``layer_norm`` is defined (``OpDef.domain``) where the sums of the deviations and
+of their squares fit the compute dtype: beyond that (deviations around 1e19 in float32) the
+compiled variance overflows to inf and the slice normalizes to zeros, where the float64
+reference does not overflow.
 
 Differences from PyTorch:
 
@@ -149,6 +152,24 @@ def _layer_norm_reference(x, *, axis, eps):
     return centered / np.sqrt(var + float(np.asarray(eps, wide)))
 
 
+def _layer_norm_domain(x, *, axis, eps):
+    """Why the statistics of a finite slice overflow the compute dtype (None: they fit)."""
+    w = np.asarray(x, np.float64)
+    if w.size == 0:
+        return None
+    axis = tuple(int(a) % w.ndim for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    first = w[tuple(slice(0, 1) if d in axis else slice(None) for d in range(w.ndim))]
+    with np.errstate(all="ignore"):
+        shifted = w - first
+        centered = shifted - np.mean(shifted, axis=axis, keepdims=True)
+        sums = np.maximum(np.sum(np.abs(shifted), axis=axis), np.sum(centered * centered, axis=axis))
+    limit = float(np.finfo(compute_dtype(x.dtype)).max)
+    sums = sums[np.isfinite(sums) | np.isfinite(np.sum(w, axis=axis))]  # NaN/inf slices give NaN anyway
+    if sums.size and sums.max() > limit:
+        return f"the variance overflows {compute_dtype(x.dtype)} (squared deviations sum to {sums.max():.3g})"
+    return None
+
+
 def _layer_norm_vjp(ct, out, x, *, axis, eps):
     x, g = _up(x), _up(ct)
     mean = F.mean(x, axis=axis, keepdims=True)
@@ -202,6 +223,7 @@ LAYER_NORM = register_op(
         canonicalize=_layer_norm_canonicalize,
         sample=_layer_norm_sample,
         vjp=_layer_norm_vjp,
+        domain=_layer_norm_domain,
         doc="(x - mean) / sqrt(var + eps) over axis, biased variance, no affine; half precision in float32",
     )
 )

@@ -163,8 +163,8 @@ def _layer_norm_domain(x, *, axis, eps):
         shifted = w - first
         centered = shifted - np.mean(shifted, axis=axis, keepdims=True)
         sums = np.maximum(np.sum(np.abs(shifted), axis=axis), np.sum(centered * centered, axis=axis))
+        sums = sums[np.isfinite(sums) | np.isfinite(np.sum(w, axis=axis))]  # NaN/inf slices give NaN anyway
     limit = float(np.finfo(compute_dtype(x.dtype)).max)
-    sums = sums[np.isfinite(sums) | np.isfinite(np.sum(w, axis=axis))]  # NaN/inf slices give NaN anyway
     if sums.size and sums.max() > limit:
         return f"the variance overflows {compute_dtype(x.dtype)} (squared deviations sum to {sums.max():.3g})"
     return None

@@ -151,3 +151,24 @@ def test_locations_carry_the_module_path_for_model_explorer(tmp_path):
     path = str(tmp_path / "t.trace.json")
     traced.trace.save(path)
     assert lower_trace(Trace.load(path)).text() == text  # saved and read back
+
+
+def test_graph_open_hands_model_explorer_the_module_with_its_locations(monkeypatch, program, capsys):
+    """--open with the optional package: Model Explorer gets a .mlir file whose locations
+    name the records (checked by hand with ai-edge-model-explorer 0.1.34: the server starts
+    and its MLIR adapter groups the ops by those names). Without it: one clear line."""
+    import sys
+    import types
+
+    opened = []
+    fake = types.ModuleType("model_explorer")
+    fake.visualize = lambda path: opened.append(path)
+    monkeypatch.setitem(sys.modules, "model_explorer", fake)
+    assert main(["graph", program, "-i", "f32[2,3]", "-i", "f32[3,4]", "--open"]) == 0
+    (path,) = opened
+    text = open(path).read()
+    assert path.endswith(".mlir") and "stablehlo.dot_general" in text and "rec0:matmul" in text
+    monkeypatch.setitem(sys.modules, "model_explorer", None)  # not installed: import fails
+    assert main(["graph", program, "-i", "f32[2,3]", "-i", "f32[3,4]", "--open"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install ai-edge-model-explorer" in err[0]

@@ -140,3 +140,41 @@ def test_generated_programs_pass_on_the_unmutated_tree(seed):
 
     verdict = check(generate(1000 + seed), Oracles())
     assert verdict.bugs == [], [str(f) for f in verdict.bugs]
+
+
+@pytest.fixture
+def negative_as_zero_minus():
+    """negative(x) lowered as 0 - x: -(+0.0) comes out +0.0."""
+    from hlotrace.lowering import hlo
+    from hlotrace.lowering.registry import RULES
+    from hlotrace.runtime.jaxlib_compat import stablehlo
+
+    saved = RULES["negative"]
+
+    def wrong(ctx, x):
+        (aval,) = ctx.in_avals
+        return stablehlo.SubtractOp(hlo.constant(0.0, aval.dtype, aval.shape), x).result
+
+    RULES["negative"] = wrong
+    yield
+    RULES["negative"] = saved
+
+
+def test_the_wrong_sign_of_an_exact_zero_is_a_rule_bug(negative_as_zero_minus):
+    x = np.array([0.0, 1.5, -2.0], np.float32)
+    (finding,) = check(_program(lambda x: -x, x), Oracles(passes=())).findings
+    assert finding.kind == RULE_BUG and "got 0.0, eager -0.0" in finding.evidence
+
+
+
+def test_only_a_zero_the_judge_confirms_has_its_sign_checked_past_the_widening():
+    from hlotrace.testing.fuzz.oracles import disagreeing
+    from hlotrace.testing.tolerances import tolerance_for
+
+    tolerance = tolerance_for("add", np.dtype(np.float32))
+    actual, expected = np.array([0.0], np.float32), np.array([-0.0], np.float32)
+    perturbed = np.array([-1e-6], np.float32)  # the nudged runs move this element: slack
+    assert disagreeing(actual, expected, tolerance, np.array([-0.0]), None, perturbed).all()
+    # Rounding made this zero (float64 says -1e-30): the widening still excuses its sign.
+    assert not disagreeing(actual, expected, tolerance, np.array([-1e-30]), None, perturbed).any()
+    assert not disagreeing(actual, expected, tolerance._replace(signed_zeros=False), np.array([-0.0])).any()

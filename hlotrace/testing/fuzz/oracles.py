@@ -15,6 +15,8 @@ The tolerance of a program output (the one tolerance table, widened by a stated 
     precision, and the compiled result may be off by as much;
   - an element may also match the eager result computed with float subnormals flushed to
     zero at every step (XLA:CPU flushes them, NumPy does not);
+  - the widening never excuses the wrong sign of a zero that eager and the judge agree on
+    (when every op on the path promises the sign of zero: the table's signed_zeros);
   - an element that the nudges move by more than ILL_CONDITIONED times its tolerance is
     not checked at all (the verdict lists it under skipped).
 
@@ -170,9 +172,15 @@ def disagreeing(actual, expected, tolerance: Tolerance, judge=None, alternative=
             if perturbed is not None:
                 slack = np.maximum(slack, np.abs(expected.astype(np.float64) - np.asarray(perturbed, np.float64)))
             slack = JUDGE_WIDENING * np.where(np.isfinite(slack), slack, 0.0)
-            wide = np.abs(actual.astype(np.float64) - expected.astype(np.float64)) <= slack
-            both_finite = np.isfinite(actual.astype(np.float64)) & np.isfinite(expected.astype(np.float64))
-        bad &= ~(wide & both_finite)
+            a, e, j = actual.astype(np.float64), expected.astype(np.float64), np.asarray(judge, np.float64)
+            wide = np.abs(a - e) <= slack
+            excused = wide & np.isfinite(a) & np.isfinite(e)
+            if tolerance.signed_zeros:
+                # A zero whose sign eager and the float64 judge agree on is exact (x - (-0.0),
+                # -x of +0.0): no widening excuses the other sign.
+                exact_zero = (e == 0) & (j == 0) & (np.signbit(e) == np.signbit(j))
+                excused &= ~(exact_zero & (a == 0) & (np.signbit(a) != np.signbit(e)))
+        bad &= ~excused
     if alternative is not None and bad.any():
         bad &= mismatches(actual, np.asarray(alternative), tolerance)
     return bad

@@ -139,3 +139,18 @@ def test_the_mutation_harness_fuzzer_column_aims_at_the_mutants_ops():
         "1 programs\nsaved .fuzz-mutant/rule-bug-1.trace.json (1 ops): rule bug [compiled] in minimum: 1 of 1 differ\n"
     )
     assert fuzz_killer(output, 1) == "fuzzer: rule bug, 1 ops"
+
+
+def test_cut_shapes_resolve_shape_dependent_attributes_again():
+    """x[4:0:-1] on 6 elements, cut to 1: the slice must be resolved for the new shape (an
+    empty selection), not kept as start 4 (a repro that fails to lower on any tree)."""
+    from hlotrace.testing.fuzz.program import retyped
+
+    x = np.arange(6, dtype=np.float32)
+    traced = xla_trace(lambda x: x[4:0:-1] * 2.0, passes="")
+    traced(ht.tensor(x))
+    program = Program(traced.trace, [x])
+    small = retyped(program, [x[:1].copy()])
+    assert small.trace.records[0].attrs["index"] == (("slice", 0, 0, 1),)
+    assert small.trace.vars[small.trace.outputs[0]].shape == (0,)
+    assert check(small, Oracles(passes=())).findings == []

@@ -189,14 +189,17 @@ def retyped(program: Program, inputs: list[np.ndarray], constants: dict[int, np.
         new.vars[var_id] = Var(var_id, value.shape, value.dtype)
     for var_id, value in constants.items():
         new.vars[var_id] = Var(var_id, value.shape, value.dtype)
+    records = []
     for record in trace.records:
         op = OPS[record.op]
         avals = tuple(new.aval(v) for v in record.inputs)
+        # Attributes resolved against a shape (getitem's slices) are resolved again.
         attrs = op.canonicalize(avals, dict(record.attrs)) if op.canonicalize else record.attrs
         out = op.infer(*avals, **attrs)
         (out_id,) = record.outputs
         new.vars[out_id] = Var(out_id, tuple(out.shape), np.dtype(out.dtype))
+        records.append(OpRecord(record.op, attrs, record.inputs, record.outputs, record.location))
     new.inputs, new.outputs = list(trace.inputs), list(trace.outputs)
     new.constants = constants
-    new.records = [OpRecord(r.op, r.attrs, r.inputs, r.outputs, r.location) for r in trace.records]
+    new.records = records
     return dataclasses.replace(program, trace=new, inputs=list(inputs))

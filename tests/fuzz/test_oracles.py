@@ -134,6 +134,22 @@ def test_a_module_that_does_not_lower_is_a_rule_bug():
     assert (finding.kind, finding.oracle) == (RULE_BUG, "lowering")
 
 
+def test_a_raw_exception_out_of_lowering_is_a_rule_bug_not_a_crash_of_the_fuzzer(monkeypatch):
+    # A constant the bindings refuse (a mutant hands bfloat16 constants over as float32)
+    # raised a ValueError out of lower_trace, which ended the fuzz session with a traceback.
+    from hlotrace.lowering import hlo
+
+    def refuse(*args, **kwargs):
+        raise ValueError("DenseElementsAttr could not be constructed from the given buffer")
+
+    program = _program(lambda x: x + np.array([1.0, 2.0, 3.0], np.float32), _x())
+    assert program.trace.constants
+    monkeypatch.setattr(hlo, "constant", refuse)
+    (finding,) = check(program, Oracles(passes=())).findings
+    assert (finding.kind, finding.oracle) == (RULE_BUG, "lowering")
+    assert "ValueError: DenseElementsAttr" in finding.evidence
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_generated_programs_pass_on_the_unmutated_tree(seed):
     from hlotrace.testing.fuzz.generate import generate
@@ -164,7 +180,6 @@ def test_the_wrong_sign_of_an_exact_zero_is_a_rule_bug(negative_as_zero_minus):
     x = np.array([0.0, 1.5, -2.0], np.float32)
     (finding,) = check(_program(lambda x: -x, x), Oracles(passes=())).findings
     assert finding.kind == RULE_BUG and "got 0.0, eager -0.0" in finding.evidence
-
 
 
 def test_only_a_zero_the_judge_confirms_has_its_sign_checked_past_the_widening():

@@ -335,7 +335,7 @@ def check(program: Program, oracles: Oracles | None = None) -> Verdict:
     try:
         lowered = lower_trace(program.trace)
         base = run.compile_run(lowered)
-    except HlotraceError as exc:
+    except Exception as exc:  # an error, or a raw exception out of a rule or the bindings
         run.add(RULE_BUG, "lowering", None, f"{type(exc).__name__}: {exc}")
         return run.verdict
     base_bad = []

@@ -183,7 +183,7 @@ def test_the_wrong_sign_of_an_exact_zero_is_a_rule_bug(negative_as_zero_minus):
 
 
 def test_only_a_zero_the_judge_confirms_has_its_sign_checked_past_the_widening():
-    from hlotrace.testing.fuzz.oracles import disagreeing
+    from hlotrace.testing.fuzz.compare import disagreeing
     from hlotrace.testing.tolerances import tolerance_for
 
     tolerance = tolerance_for("add", np.dtype(np.float32))

@@ -5,20 +5,7 @@ module as lowered, the compiled result with each registered pass switched on (al
 passes at once, then all passes; each alone when a group disagrees), the StableHLO reference interpreter (in a worker subprocess), and a
 float64 re-execution of the eager program, the judge that decides which side is wrong.
 
-The tolerance of a program output (the one tolerance table, widened by a stated rule):
-  - per op: the table's entry of each record on the output's path, at the output's dtype;
-    the output gets the largest, times the number of float records on the path (to first
-    order rounding errors add up along a chain);
-  - widened per element by 4 x the larger of |eager - float64 judge| and |eager - eager
-    with every record's result nudged by its own tolerance| (the furthest of three nudged
-    runs): where either moves the result, the program is ill-conditioned there at its
-    precision, and the compiled result may be off by as much;
-  - an element may also match the eager result computed with float subnormals flushed to
-    zero at every step (XLA:CPU flushes them, NumPy does not);
-  - the widening never excuses the wrong sign of a zero that eager and the judge agree on
-    (when every op on the path promises the sign of zero: the table's signed_zeros);
-  - an element that the nudges move by more than ILL_CONDITIONED times its tolerance is
-    not checked at all (the verdict lists it under skipped).
+The tolerance of each output and the comparisons: hlotrace.testing.fuzz.compare.
 
 Classes (each finding carries its evidence):
   rule bug          the compiled result disagrees with an eager result that the float64 judge
@@ -41,9 +28,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hlotrace.errors import HlotraceError
+from hlotrace.testing.fuzz.compare import (
+    ILL_CONDITIONED,
+    PERTURBATIONS,
+    bit_differences,
+    disagreeing,
+    first_diff,
+    mismatches_or_shape,
+    only_subnormals,
+    output_tolerance,
+    path_records,
+    record_tolerance,
+)
 from hlotrace.testing.fuzz.evaluate import evaluate, is_float
 from hlotrace.testing.fuzz.program import Program
-from hlotrace.testing.tolerances import Tolerance, mismatches, tolerance_for
 from hlotrace.testing.values import flush_subnormals
 
 RULE_BUG = "rule bug"
@@ -53,11 +51,6 @@ UNDEFINED_INPUT = "undefined input"
 CRASH = "crash"  # the process checking the program died (XLA or jaxlib aborted)
 CLASSES = (RULE_BUG, PASS_BUG, CRASH, XLA_DISAGREEMENT, UNDEFINED_INPUT)
 BUGS = (RULE_BUG, PASS_BUG, CRASH)  # what makes `hlotrace fuzz` exit with status 1
-JUDGE_WIDENING = 4.0
-PERTURBATIONS = 3
-# An element that the allowed per-op errors move by more than this many times its own
-# tolerance is ill-conditioned (cos of 1e307, a cancellation): it is not checked.
-ILL_CONDITIONED = 1000.0
 # The interpreter runs programs whose values hold at most this many elements in all (it
 # takes ~370 ns per element per op, and much longer in cumulative sums and gathers).
 INTERPRETER_ELEMENTS = 4096
@@ -118,102 +111,6 @@ class Oracles:
         return (*default, *sorted(set(PASSES) - set(default)))
 
 
-# -- tolerances ---------------------------------------------------------------------------
-
-
-def path_records(program: Program, var_id: int) -> list[int]:
-    """Indices of the records ``var_id`` depends on."""
-    producer = {out: i for i, r in enumerate(program.trace.records) for out in r.outputs}
-    seen, stack = set(), [var_id]
-    while stack:
-        v = stack.pop()
-        i = producer.get(v)
-        if i is None or i in seen:
-            continue
-        seen.add(i)
-        stack.extend(program.trace.records[i].inputs)
-    return sorted(seen)
-
-
-def _record_tolerance(program: Program, index: int) -> Tolerance | None:
-    record = program.trace.records[index]
-    dtype = program.trace.vars[record.outputs[0]].dtype
-    return tolerance_for(record.op, dtype) if is_float(dtype) else None
-
-
-def output_tolerance(program: Program, var_id: int) -> Tolerance:
-    dtype = program.trace.vars[var_id].dtype
-    if not is_float(dtype):
-        return tolerance_for("", dtype)
-    path = path_records(program, var_id)
-    table = [t for t in (_record_tolerance(program, i) for i in path) if t is not None] or [tolerance_for("", dtype)]
-    # Each record's entry at its own dtype: a float32 op's error stays float32-sized when a
-    # later astype widens its result.
-    scale = max(1, len(table))
-    return Tolerance(
-        max(max(t.rtol for t in table), tolerance_for("", dtype).rtol) * scale,
-        max(max(t.atol for t in table), tolerance_for("", dtype).atol) * scale,
-        "the table's largest entry on the path, times its float records",
-        all(t.signed_zeros for t in table),
-    )
-
-
-def disagreeing(actual, expected, tolerance: Tolerance, judge=None, alternative=None, perturbed=None) -> np.ndarray:
-    """Mask of the elements of ``actual`` that match neither ``expected`` nor ``alternative``
-    within ``tolerance`` widened by the distance of the judge (and of the perturbed eager
-    result) to ``expected``."""
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    if actual.shape != expected.shape or actual.dtype != expected.dtype:
-        return np.ones(expected.shape, bool)
-    bad = mismatches(actual, expected, tolerance)
-    if judge is not None and bad.any() and is_float(expected.dtype):
-        with np.errstate(all="ignore"):
-            slack = np.abs(expected.astype(np.float64) - np.asarray(judge, np.float64))
-            if perturbed is not None:
-                slack = np.maximum(slack, np.abs(expected.astype(np.float64) - np.asarray(perturbed, np.float64)))
-            slack = JUDGE_WIDENING * np.where(np.isfinite(slack), slack, 0.0)
-            a, e, j = actual.astype(np.float64), expected.astype(np.float64), np.asarray(judge, np.float64)
-            wide = np.abs(a - e) <= slack
-            excused = wide & np.isfinite(a) & np.isfinite(e)
-            if tolerance.signed_zeros:
-                # A zero whose sign eager and the float64 judge agree on is exact (x - (-0.0),
-                # -x of +0.0): no widening excuses the other sign.
-                exact_zero = (e == 0) & (j == 0) & (np.signbit(e) == np.signbit(j))
-                excused &= ~(exact_zero & (a == 0) & (np.signbit(a) != np.signbit(e)))
-        bad &= ~excused
-    if alternative is not None and bad.any():
-        bad &= mismatches(actual, np.asarray(alternative), tolerance)
-    return bad
-
-
-def _bit_differences(a, b) -> np.ndarray:
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return np.ones(b.shape, bool)
-    if not is_float(a.dtype):
-        return a != b
-    wa, wb = a.astype(np.float64), b.astype(np.float64)
-    same = ((wa == wb) & (np.signbit(wa) == np.signbit(wb))) | (np.isnan(wa) & np.isnan(wb))
-    return ~same
-
-
-def _only_subnormals(a, b, diff) -> bool:
-    """Whether every differing element is a subnormal or a zero on both sides."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or not is_float(a.dtype):
-        return False
-    tiny = float(np.finfo(a.dtype if a.dtype.kind == "f" else np.float32).tiny)  # bfloat16: float32's range
-    with np.errstate(all="ignore"):
-        small = (np.abs(a.astype(np.float64)) < tiny) & (np.abs(b.astype(np.float64)) < tiny)
-    return bool(small[diff].all())
-
-
-def _first_diff(actual, expected, bad) -> str:
-    k = tuple(int(i) for i in np.argwhere(bad)[0])
-    got, want = np.asarray(actual)[k], np.asarray(expected)[k]
-    return f"{int(bad.sum())} of {bad.size} elements differ; first at {k}: got {got.item()!r}, eager {want.item()!r}"
-
-
 # -- the check ----------------------------------------------------------------------------
 
 
@@ -255,7 +152,7 @@ class _Run:
                 rng = np.random.default_rng(k)
 
                 def nudge(index, value, k=k, rng=rng):
-                    tolerance = _record_tolerance(self.program, index)
+                    tolerance = record_tolerance(self.program, index)
                     if tolerance is None or value.size == 0:
                         return value
                     signs = np.full(value.shape, (1.0, -1.0)[k]) if k < 2 else rng.choice((-1.0, 1.0), size=value.shape)
@@ -317,13 +214,6 @@ class _Run:
 
     def add(self, kind, oracle, output, evidence):
         self.verdict.findings.append(Finding(kind, oracle, output, " ".join(evidence.split())))
-
-
-def mismatches_or_shape(actual, expected, tolerance) -> np.ndarray:
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    if actual.shape != expected.shape or actual.dtype != expected.dtype:
-        return np.ones(expected.shape, bool)
-    return mismatches(actual, expected, tolerance)
 
 
 def check(program: Program, oracles: Oracles | None = None) -> Verdict:
@@ -416,7 +306,7 @@ def _classify_compiled(run: _Run, lowered, k: int, actual, bad) -> None:
         return
     reason = domain_violation(run.program, run.program.trace.outputs[k])
     if reason:
-        run.add(UNDEFINED_INPUT, "compiled", k, f"{_first_diff(actual, expected, bad)}; {reason}")
+        run.add(UNDEFINED_INPUT, "compiled", k, f"{first_diff(actual, expected, bad)}; {reason}")
         return
     # A NaN or infinity that eager and the judge agree on is a defined result (NaN in, NaN
     # out): a compiled result without it is wrong. Only where they differ is the input undefined.
@@ -426,10 +316,10 @@ def _classify_compiled(run: _Run, lowered, k: int, actual, bad) -> None:
             UNDEFINED_INPUT,
             "compiled",
             k,
-            f"{_first_diff(actual, expected, bad)}; the float64 re-execution differs from eager there",
+            f"{first_diff(actual, expected, bad)}; the float64 re-execution differs from eager there",
         )
         return
-    run.add(RULE_BUG, "compiled", k, _first_diff(actual, expected, bad))
+    run.add(RULE_BUG, "compiled", k, first_diff(actual, expected, bad))
 
 
 def subnormal_note(program: Program, var_id: int) -> str:
@@ -489,7 +379,7 @@ def _check_interpreter(run: _Run, lowered, base_bad: list) -> None:
                 XLA_DISAGREEMENT, "compiled", k, f"{compiled_finding.evidence}; the interpreter agrees with eager{note}"
             )
         elif bad.any() and not base_bad[k]:
-            evidence = f"{_first_diff(value, run.eager[k], bad)} (XLA agrees with eager)"
+            evidence = f"{first_diff(value, run.eager[k], bad)} (XLA agrees with eager)"
             reason = domain_violation(run.program, run.program.trace.outputs[k])
             if reason:
                 run.add(UNDEFINED_INPUT, "interpreter", k, f"{evidence}; {reason}")
@@ -507,9 +397,9 @@ def _check_variant(run: _Run, oracle: str, exact: bool, base, results, base_bad:
             # results need not be repeatable (exp of a folded NaN returns uninitialized memory).
             continue
         if exact and not bitwise_equal(after, before):
-            diff = _bit_differences(after, before)
-            evidence = f"an exact pass changed bits: {_first_diff(after, before, diff)} (vs no pass)"
-            if _only_subnormals(before, after, diff):
+            diff = bit_differences(after, before)
+            evidence = f"an exact pass changed bits: {first_diff(after, before, diff)} (vs no pass)"
+            if only_subnormals(before, after, diff):
                 # XLA:CPU flushes subnormals in some fusions (and constant folding does not):
                 # the pass changed which, not the arithmetic.
                 run.add(XLA_DISAGREEMENT, oracle, k, f"{evidence}; only subnormals and zeros differ")
@@ -517,4 +407,4 @@ def _check_variant(run: _Run, oracle: str, exact: bool, base, results, base_bad:
                 run.add(PASS_BUG, oracle, k, evidence)
             continue
         if run.bad(k, after).any():
-            run.add(PASS_BUG, oracle, k, _first_diff(after, run.eager[k], run.bad(k, after)))
+            run.add(PASS_BUG, oracle, k, first_diff(after, run.eager[k], run.bad(k, after)))

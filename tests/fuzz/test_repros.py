@@ -38,9 +38,29 @@ EXPLAINED = {
     "layer_norm_variance_overflow": (UNDEFINED_INPUT, "the variance overflows float32"),
     # A bfloat16 subnormal base: XLA:CPU flushes it on one path and not another.
     "power_subnormal_base": (XLA_DISAGREEMENT, "subnormal operands"),
+    # Found by the hour run of 2026-11-25 (seed 9), each checked against jax.jit:
+    # index_copy(x, [-1, -2, -3, -4], x): the reference interpreter writes the scatter's
+    # result into the buffer it reads the updates from when operand and updates are the
+    # same value (a 4-element scatter shows it without hlotrace: [1, 2, 2, 1], not [4, 3, 2, 1]).
+    "interpreter_scatter_aliases_updates": (XLA_DISAGREEMENT, "XLA agrees with eager"),
+    # A float16 matmul: the interpreter rounds to float16 after every product and sum, XLA
+    # and NumPy accumulate in float32 and round once.
+    "interpreter_matmul_half_rounding": (XLA_DISAGREEMENT, "XLA agrees with eager"),
+    # log(rsqrt(-0.0)) is log(-inf) = NaN; XLA's simplifier rewrites it as -log(x) / 2 = inf.
+    "log_of_rsqrt_rewritten": (XLA_DISAGREEMENT, "the interpreter agrees with eager"),
+    # abs(x * x) of int64: XLA drops the abs (a square is not negative), but the product
+    # wraps around and is. jax.jit gives the same negative result.
+    "abs_of_square_dropped": (XLA_DISAGREEMENT, "the interpreter agrees with eager"),
+    # x / c for a float64 constant c near 9e307: XLA multiplies by 1 / c, a subnormal it
+    # flushes to 0, so 9e307 / 9e307 is 0 (jax.jit too; with c an argument it is 1).
+    "divide_by_constant_reciprocal": (XLA_DISAGREEMENT, "the interpreter agrees with eager"),
+    # softplus(var(x, ddof=1)) of one element: var is 0 / 0 = NaN, and XLA:CPU's result of
+    # the softplus after it changes from run to run of the same executable (0, -4.5e33, ...),
+    # like exp_of_folded_nan.
+    "softplus_of_zero_count_var": (XLA_DISAGREEMENT, "the interpreter agrees with eager"),
 }
 # XLA's result is not repeatable: it may by chance be right (then nothing is found).
-MAY_VANISH = {"exp_of_folded_nan"}
+MAY_VANISH = {"exp_of_folded_nan", "softplus_of_zero_count_var"}
 
 
 @pytest.fixture(scope="module")

@@ -193,3 +193,16 @@ def test_only_a_zero_the_judge_confirms_has_its_sign_checked_past_the_widening()
     # Rounding made this zero (float64 says -1e-30): the widening still excuses its sign.
     assert not disagreeing(actual, expected, tolerance, np.array([-1e-30]), None, perturbed).any()
     assert not disagreeing(actual, expected, tolerance._replace(signed_zeros=False), np.array([-0.0])).any()
+
+
+def test_the_judge_computes_with_integers_in_float64_where_the_op_reads_them_as_numbers():
+    from hlotrace.testing.fuzz.evaluate import outputs
+
+    x = np.array([[16777225, 16777227, 16777229]], np.int32)
+    program = _program(lambda x: F.var(x, axis=1), x)
+    (judge,) = outputs(program.trace, program.inputs, wide=True)
+    assert judge.dtype == np.float64 and abs(float(judge[0]) - 8 / 3) < 1e-9  # float32 gives 4.0
+    labels = np.array([0, 2, 1], np.int32)  # one_hot's labels stay integers (its inference says so)
+    program = _program(lambda y: F.one_hot(y, 3), labels)
+    (judge,) = outputs(program.trace, program.inputs, wide=True)
+    assert np.array_equal(judge, np.eye(3)[labels])

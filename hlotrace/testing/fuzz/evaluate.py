@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
-from hlotrace.ops.registry import OPS
+from hlotrace.ops.registry import OPS, Aval
 from hlotrace.testing.values import flush_subnormals
 from hlotrace.trace import Trace
 
@@ -28,7 +28,7 @@ def evaluate(trace: Trace, inputs, *, wide: bool = False, flush: bool = False, p
     """Every var's value. ``perturb(index, value) -> value`` rewrites each record's result
     (the oracles nudge results by their tolerance to see what the program amplifies). ``flush``: float subnormals become signed zeros in every constant
     and every op's result (what XLA:CPU does; the caller flushes the inputs). ``wide``: floats are carried in float64 through every op whose
-    reference accepts it (an op that asks for a narrower dtype, ``astype`` say, still rounds
+    reference accepts it (integer operands too, where the op computes with them as numbers) (an op that asks for a narrower dtype, ``astype`` say, still rounds
     there); an op whose reference refuses float64 operands, or answers with another shape,
     runs at its recorded dtypes on the rounded operands instead."""
     env: dict[int, np.ndarray] = {}
@@ -52,6 +52,8 @@ def evaluate(trace: Trace, inputs, *, wide: bool = False, flush: bool = False, p
                     env[out_id] = perturb(index, env[out_id])
                 continue
             result = None
+            if is_float(var.dtype) and _reads_integers_as_numbers(op, args, record.attrs):
+                args = [_widen(a.astype(np.float64)) if not is_float(a.dtype) else a for a in args]
             try:
                 result = np.asarray(op.reference(*args, **record.attrs))
             except Exception:  # a reference that insists on its recorded dtypes
@@ -61,6 +63,19 @@ def evaluate(trace: Trace, inputs, *, wide: bool = False, flush: bool = False, p
                 result = _cast(op.reference(*narrow, **record.attrs), var.dtype)
             env[out_id] = _widen(result) if is_float(var.dtype) else _cast(result, var.dtype)
     return env
+
+
+def _reads_integers_as_numbers(op, args, attrs) -> bool:
+    """Whether the op computes with its integer/bool operands as numbers (var of int32 in
+    float32), so that the judge may give them float64 too: its inference accepts float64
+    there (indices, labels and random keys are refused)."""
+    if all(is_float(np.asarray(a).dtype) for a in args):
+        return False
+    avals = [Aval(np.shape(a), np.dtype(np.float64)) for a in args]
+    try:
+        return is_float(op.infer(*avals, **attrs).dtype)
+    except Exception:
+        return False
 
 
 def _widen(value) -> np.ndarray:

@@ -68,7 +68,9 @@ def test_a_kill_stands_only_if_the_repro_passes_on_the_unmutated_tree():
 
 def test_run_columns_marks_a_vjp_mutant_not_applicable_without_running_anything():
     scratch = FakeScratch(1)
-    verdicts = run_columns(scratch, ["fuzzer"], [], 10.0, _mutant("hlotrace/ops/math.py"))
+    verdicts = run_columns(
+        scratch, ["fuzzer"], [], 10.0, dataclasses.replace(_mutant("hlotrace/ops/math.py"), id="exp-vjp-uses-input")
+    )
     assert verdicts["fuzzer"].not_applicable and not verdicts["fuzzer"].killed and not scratch.ran
 
 

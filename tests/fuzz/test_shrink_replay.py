@@ -116,6 +116,36 @@ def test_fuzz_imports_a_users_module_and_fuzzes_its_op(tmp_path, capsys):
         RULES.pop("my_square", None)
 
 
+def test_a_program_that_kills_its_worker_is_a_crash_saved_whole(tmp_path, capsys):
+    module = tmp_path / "aborting_ops.py"
+    module.write_text(
+        "import os\n"
+        "from hlotrace.ops.registry import Aval, OpDef, register_op\n"
+        "from hlotrace.lowering.registry import rule\n"
+        "register_op(OpDef(name='my_abort', family='user', reference=lambda x: x,\n"
+        "                  infer=lambda x: Aval(x.shape, x.dtype)))\n"
+        "@rule('my_abort')\n"
+        "def _abort(ctx, x):\n"
+        "    os.abort()   # what a crash in XLA or the bindings does to the process\n"
+    )
+    from hlotrace.lowering.registry import RULES
+    from hlotrace.ops.registry import OPS
+
+    out = tmp_path / "o"
+    try:
+        argv = ["fuzz", "--import", str(module), "--ops", "my_abort", "--programs", "2", "--jobs", "2"]
+        status = main([*argv, "--no-interpreter", "--passes", "", "--out", str(out)])
+    finally:
+        OPS.pop("my_abort", None)
+        RULES.pop("my_abort", None)
+    text = capsys.readouterr().out
+    assert status == 1, text
+    saved = sorted(f for f in os.listdir(out) if f.endswith(".trace.json"))
+    assert saved and all(f.startswith("crash-") for f in saved), saved
+    program = Program.load(out / saved[0])
+    assert "my_abort" in program.ops() and "crash [worker]" in program.description
+
+
 def test_fuzz_bad_arguments_are_one_line(capsys):
     assert main(["fuzz", "--ops", "nope"]) == 2
     assert main(["fuzz", "--passes", "nope"]) == 2

@@ -275,7 +275,26 @@ def _run_alone(settings: Settings, index: int, context) -> Outcome:
         try:
             return pool.submit(run_one, settings, index).result()
         except concurrent.futures.process.BrokenProcessPool:
-            return _crash(index, program_seed(settings.seed, index), "the process checking this program died")
+            outcome = _crash(index, program_seed(settings.seed, index), "the process checking this program died")
+    _save_crash(settings, outcome)
+    return outcome
+
+
+def _save_crash(settings: Settings, outcome: Outcome) -> None:
+    """Save the program that killed its worker, whole: generating it runs only the NumPy
+    references, so this process can; checking it (and so shrinking it) cannot."""
+    from hlotrace.testing.fuzz.generate import generate
+
+    if not settings.out_dir:
+        return
+    program = generate(outcome.seed, settings.ops, settings.max_ops)
+    outcome.size = program.size
+    program.description = f"crash [worker] in {' -> '.join(program.ops())}: the process checking it died (not shrunk)"
+    program.meta = {"class": CRASH, "oracle": "worker"}
+    os.makedirs(settings.out_dir, exist_ok=True)
+    path = os.path.join(settings.out_dir, f"crash-{outcome.seed}.trace.json")
+    program.save(path)
+    outcome.saved, outcome.description, outcome.shrunk_size = path, program.description, program.size
 
 
 def _close_worker() -> None:

@@ -67,10 +67,11 @@ EXPLAINED = {
     # widening covers both.
     "var_of_int32_cancellation": (AGREES, ""),
     "var_of_int32_false_rule_bug": (AGREES, ""),
-    # argsort(tanh(int32)): XLA's tanh(-9) is -1.0, NumPy's the float32 below it (one ulp,
-    # inside tanh's tolerance), so a tie with tanh(-2**24) sorts the other way. Integer
-    # outputs are not widened by the nudged runs, so this is not recognized as a near tie.
-    "argsort_of_tanh_near_tie": (XLA_DISAGREEMENT, "the interpreter agrees with eager"),
+    # argsort(tanh(int32)): XLA's tanh(-9) is -1.0, NumPy's the float32 above it (one ulp,
+    # inside tanh's tolerance), so a tie with tanh(-2**24) sorts the other way. Reported as
+    # an XLA disagreement by the hour run (a rule bug had the interpreter not run); integer
+    # results that a nudge of the float records changes are now not checked.
+    "argsort_of_tanh_near_tie": (None, "ill-conditioned"),
     # scatter_add of a constant 0.0 onto -0.0: XLA drops a scatter-add of zeros, so -0.0
     # stays (IEEE: -0.0 + 0.0 is +0.0); jax.jit does the same, with the update an argument not.
     "scatter_add_of_zero_folded": (XLA_DISAGREEMENT, "the interpreter agrees with eager"),

@@ -5,7 +5,7 @@ The tolerance of a program output (the one tolerance table, widened by a stated 
     the output gets the largest, times the number of float records on the path (to first
     order rounding errors add up along a chain);
   - widened per element by 4 x the larger of |eager - float64 judge| and |eager - eager
-    with every record's result nudged by its own tolerance| (the furthest of three nudged
+    with every record's result nudged by its own tolerance| (the furthest of six nudged
     runs): where either moves the result, the program is ill-conditioned there at its
     precision, and the compiled result may be off by as much;
   - an element may also match the eager result computed with float subnormals flushed to
@@ -13,7 +13,8 @@ The tolerance of a program output (the one tolerance table, widened by a stated 
   - the widening never excuses the wrong sign of a zero that eager and the judge agree on
     (when every op on the path promises the sign of zero: the table's signed_zeros);
   - an element that the nudges move by more than ILL_CONDITIONED times its tolerance is
-    not checked at all (the verdict lists it under skipped).
+    not checked at all (the verdict lists it under skipped); so is an integer or bool
+    element that any nudge changes (argsort of a near tie, a comparison of near-equal values).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from hlotrace.testing.fuzz.program import Program
 from hlotrace.testing.tolerances import Tolerance, mismatches, tolerance_for
 
 JUDGE_WIDENING = 4.0
-PERTURBATIONS = 3
+PERTURBATIONS = 6  # all up, all down, four with random signs
 # An element that the allowed per-op errors move by more than this many times its own
 # tolerance is ill-conditioned (cos of 1e307, a cancellation): it is not checked.
 ILL_CONDITIONED = 1000.0

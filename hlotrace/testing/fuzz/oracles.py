@@ -130,7 +130,7 @@ class _Run:
         self.verdict = Verdict()
         env = evaluate(program.trace, program.inputs)
         self.eager = [env[v] for v in program.trace.outputs]
-        self._judge = self._alt = self._perturbed = None
+        self._judge = self._alt = self._perturbed = self._unsettled = None
         self.tolerances = [output_tolerance(program, v) for v in program.trace.outputs]
 
     @property
@@ -161,10 +161,17 @@ class _Run:
 
                 env = evaluate(trace, self.program.inputs, perturb=nudge)
                 runs.append([env[v] for v in trace.outputs])
-            self._perturbed = []
+            self._perturbed, self._unsettled = [], []
             for k, eager in enumerate(self.eager):
                 wide = eager.astype(np.float64) if is_float(eager.dtype) else eager
                 candidates = [r[k] for r in runs]
+                # An integer or bool result that a nudge changes (argsort of a near tie, a
+                # comparison of near-equal values) is not determined at the program's precision.
+                unsettled = np.zeros(eager.shape, bool)
+                if not is_float(eager.dtype):
+                    for c in candidates:
+                        unsettled |= (np.asarray(c) != eager) if np.shape(c) == eager.shape else unsettled
+                self._unsettled.append(unsettled)
                 if not is_float(eager.dtype) or eager.size == 0:
                     self._perturbed.append(candidates[0])
                     continue
@@ -179,8 +186,11 @@ class _Run:
         """Elements the table's per-op errors move by more than ILL_CONDITIONED x the output's
         own tolerance: not determined by the program at its precision, so not checked."""
         expected = self.eager[k]
-        if not is_float(expected.dtype) or expected.size == 0:
+        if expected.size == 0:
             return np.zeros(expected.shape, bool)
+        if not is_float(expected.dtype):
+            self.perturbed  # noqa: B018  (computes the nudged runs)
+            return self._unsettled[k]
         tolerance = self.tolerances[k]
         with np.errstate(all="ignore"):
             e = expected.astype(np.float64)

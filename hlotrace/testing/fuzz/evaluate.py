@@ -27,9 +27,9 @@ def _cast(value, dtype) -> np.ndarray:
 def evaluate(trace: Trace, inputs, *, wide: bool = False, flush: bool = False, perturb=None) -> dict[int, np.ndarray]:
     """Every var's value. ``perturb(index, value) -> value`` rewrites each record's result
     (the oracles nudge results by their tolerance to see what the program amplifies). ``flush``: float subnormals become signed zeros in every constant
-    and every op's result (what XLA:CPU does; the caller flushes the inputs). ``wide``: floats are carried in float64 through every op whose
-    reference accepts it (integer operands too, where the op computes with them as numbers) (an op that asks for a narrower dtype, ``astype`` say, still rounds
-    there); an op whose reference refuses float64 operands, or answers with another shape,
+    and every op's result (what XLA:CPU does; the caller flushes the inputs). ``wide``: floats (and the integer operands of an op that computes
+    with them as numbers) are carried in float64 through every op whose reference accepts it
+    (an op that asks for a narrower dtype, ``astype`` say, still rounds there); an op whose reference refuses float64 operands, or answers with another shape,
     runs at its recorded dtypes on the rounded operands instead."""
     env: dict[int, np.ndarray] = {}
     for var_id, value in zip(trace.inputs, inputs, strict=True):
@@ -53,7 +53,7 @@ def evaluate(trace: Trace, inputs, *, wide: bool = False, flush: bool = False, p
                 continue
             result = None
             if is_float(var.dtype) and _reads_integers_as_numbers(op, args, record.attrs):
-                args = [_widen(a.astype(np.float64)) if not is_float(a.dtype) else a for a in args]
+                args = [a if is_float(a.dtype) else a.astype(np.float64) for a in args]
             try:
                 result = np.asarray(op.reference(*args, **record.attrs))
             except Exception:  # a reference that insists on its recorded dtypes

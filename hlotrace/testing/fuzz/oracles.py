@@ -130,7 +130,7 @@ class _Run:
         self.verdict = Verdict()
         env = evaluate(program.trace, program.inputs)
         self.eager = [env[v] for v in program.trace.outputs]
-        self._judge = self._alt = self._perturbed = self._unsettled = None
+        self._judge = self._alt = self._perturbed = self._nudged = None
         self.tolerances = [output_tolerance(program, v) for v in program.trace.outputs]
 
     @property
@@ -141,13 +141,12 @@ class _Run:
         return self._judge
 
     @property
-    def perturbed(self):
-        """Per output, the eager result furthest from the plain one among PERTURBATIONS runs
-        in which every float record's result is nudged by its own tolerance (all up, all
-        down, random signs; seeded): how far the program carries the errors the table allows."""
-        if self._perturbed is None:
+    def nudged(self):
+        """PERTURBATIONS eager runs (each a list of outputs) in which every float record's
+        result is nudged by its own tolerance: all up, all down, then random signs (seeded)."""
+        if self._nudged is None:
             trace = self.program.trace
-            runs = []
+            self._nudged = []
             for k in range(PERTURBATIONS):
                 rng = np.random.default_rng(k)
 
@@ -160,22 +159,22 @@ class _Run:
                     return (wide * (1 + tolerance.rtol * signs) + tolerance.atol * signs).astype(value.dtype)
 
                 env = evaluate(trace, self.program.inputs, perturb=nudge)
-                runs.append([env[v] for v in trace.outputs])
-            self._perturbed, self._unsettled = [], []
+                self._nudged.append([env[v] for v in trace.outputs])
+        return self._nudged
+
+    @property
+    def perturbed(self):
+        """Per output, the nudged eager result furthest from the plain one: how far the
+        program carries the errors the table allows."""
+        if self._perturbed is None:
+            self._perturbed = []
             for k, eager in enumerate(self.eager):
-                wide = eager.astype(np.float64) if is_float(eager.dtype) else eager
-                candidates = [r[k] for r in runs]
-                # An integer or bool result that a nudge changes (argsort of a near tie, a
-                # comparison of near-equal values) is not determined at the program's precision.
-                unsettled = np.zeros(eager.shape, bool)
-                if not is_float(eager.dtype):
-                    for c in candidates:
-                        unsettled |= (np.asarray(c) != eager) if np.shape(c) == eager.shape else unsettled
-                self._unsettled.append(unsettled)
+                candidates = [run[k] for run in self.nudged]
                 if not is_float(eager.dtype) or eager.size == 0:
                     self._perturbed.append(candidates[0])
                     continue
                 with np.errstate(all="ignore"):
+                    wide = eager.astype(np.float64)
                     distances = np.stack([np.abs(c.astype(np.float64) - wide) for c in candidates])
                     distances = np.where(np.isnan(distances), np.inf, distances)
                 pick = np.argmax(distances, axis=0)
@@ -183,14 +182,19 @@ class _Run:
         return self._perturbed
 
     def ill_conditioned(self, k: int) -> np.ndarray:
-        """Elements the table's per-op errors move by more than ILL_CONDITIONED x the output's
-        own tolerance: not determined by the program at its precision, so not checked."""
+        """Elements not determined by the program at its precision, so not checked: float
+        ones that the table's per-op errors move by more than ILL_CONDITIONED x the output's
+        own tolerance; integer or bool ones that any nudge changes (argsort of a near tie, a
+        comparison of near-equal values)."""
         expected = self.eager[k]
         if expected.size == 0:
             return np.zeros(expected.shape, bool)
         if not is_float(expected.dtype):
-            self.perturbed  # noqa: B018  (computes the nudged runs)
-            return self._unsettled[k]
+            unsettled = np.zeros(expected.shape, bool)
+            for run in self.nudged:
+                if np.shape(run[k]) == expected.shape:
+                    unsettled |= np.asarray(run[k]) != expected
+            return unsettled
         tolerance = self.tolerances[k]
         with np.errstate(all="ignore"):
             e = expected.astype(np.float64)

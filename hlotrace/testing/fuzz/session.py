@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hlotrace.testing.fuzz.oracles import BUGS, CLASSES, CRASH, XLA_DISAGREEMENT, Oracles, check
+from hlotrace.testing.fuzz.oracles import BUGS, CLASSES, CRASH, XLA_DISAGREEMENT, Finding, Oracles, check
 
 # Classes worth a shrunk, saved repro (undefined inputs are counted, not saved).
 SAVED_CLASSES = (*BUGS, XLA_DISAGREEMENT)
@@ -284,12 +284,14 @@ def _save_crash(settings: Settings, outcome: Outcome) -> None:
     """Save the program that killed its worker, whole: generating it runs only the NumPy
     references, so this process can; checking it (and so shrinking it) cannot."""
     from hlotrace.testing.fuzz.generate import generate
+    from hlotrace.testing.fuzz.shrink import describe
 
     if not settings.out_dir:
         return
     program = generate(outcome.seed, settings.ops, settings.max_ops)
     outcome.size = program.size
-    program.description = f"crash [worker] in {' -> '.join(program.ops())}: the process checking it died (not shrunk)"
+    crash = Finding(CRASH, "worker", None, "the process checking it died (not shrunk)")
+    program.description = describe(program, crash)
     program.meta = {"class": CRASH, "oracle": "worker"}
     os.makedirs(settings.out_dir, exist_ok=True)
     path = os.path.join(settings.out_dir, f"crash-{outcome.seed}.trace.json")

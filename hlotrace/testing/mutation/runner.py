@@ -131,18 +131,23 @@ def fuzz_argv(mutant: Mutant | None) -> tuple[str, ...]:
     return argv
 
 
-def fuzz_artifact(output: str) -> str:
-    """The first shrunk repro of a bug that ``hlotrace fuzz`` saved ("" if none)."""
+def _saved(output: str) -> tuple[list, list]:
+    """The (path, size, class) of every repro ``hlotrace fuzz`` saved, and of those that are
+    bugs (a rule or pass bug, or a crash)."""
     found = _SAVED_LINE.findall(output)
-    bugs = [f for f in found if f[2].strip() in ("rule bug", "pass bug", "crash")]
+    return found, [f for f in found if f[2].strip() in ("rule bug", "pass bug", "crash")]
+
+
+def fuzz_artifact(output: str) -> str:
+    """The first repro of a bug that ``hlotrace fuzz`` saved ("" if none)."""
+    _, bugs = _saved(output)
     return bugs[0][0] if bugs else ""
 
 
 def fuzz_killer(output: str, returncode: int) -> str:
     """``fuzzer: rule bug, 1 ops``: the class and size of the first shrunk repro of a bug
     (a rule or pass bug, or a crash), else of the first one saved."""
-    found = _SAVED_LINE.findall(output)
-    bugs = [f for f in found if f[2].strip() in ("rule bug", "pass bug", "crash")]
+    found, bugs = _saved(output)
     if found:
         _, size, kind = (bugs or found)[0]
         return f"fuzzer: {kind.strip()}, {size} ops"

@@ -1,11 +1,13 @@
 """One compiled input signature of an ``xla_trace`` function, and how it reads and writes state.
 
-The executable's inputs are, in order: the argument leaves, the holders' state tensors
-(:mod:`hlotrace.state`), the ``.grad`` of those state tensors that had one, and the late
+The executable's inputs are, in order: the distinct tensors the step reaches through its
+arguments (the argument leaves, then the holders' state tensors that are not also arguments;
+:func:`hlotrace.state.distinct_inputs`), the ``.grad`` of those that had one, and the late
 inputs (implicit state, e.g. the default random generator's key, bound by the recording
 when the function first read it). Its outputs are the function's results, then every
-state tensor, gradient, late input and argument the step updated in place, in that
-order; after a call each goes back into its Tensor object, whose old buffer was donated.
+input, gradient and late input the step updated, in that order; after a call each goes
+back into its Tensor object. The old buffers of the holders' state, of gradients and of
+late inputs are donated.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ from hlotrace.trace import Trace
 
 @dataclass
 class StateIO:
-    """How a compiled step reads and writes state (all positions index the output list)."""
+    """How a compiled step reads and writes state (outputs index the output list)."""
 
-    grad_inputs: tuple[int, ...] = ()  # state tensors whose .grad is an input (after the state)
-    state_writes: tuple[tuple[int, int], ...] = ()  # (state index, output) updated in place
-    grad_writes: tuple[tuple[int, int | None], ...] = ()  # (state index, output or None: grad unset)
-    arg_writes: tuple[tuple[int, int], ...] = ()  # (argument leaf, output) updated in place
+    grad_inputs: tuple[int, ...] = ()  # inputs whose .grad is an executable input (after the inputs)
+    writes: tuple[tuple[int, int], ...] = ()  # (input, output): updated in place
+    donated: tuple[int, ...] = ()  # inputs among ``writes`` whose old buffer the executable consumes
+    grad_writes: tuple[tuple[int, int | None], ...] = ()  # (input, output or None: grad unset)
     late_writes: tuple[tuple[int, int], ...] = ()  # (late input index, output) updated in place
 
 
@@ -40,10 +42,10 @@ class CompiledEntry:
     late: tuple = ()  # implicit state tensors read by the step (inputs after the gradients)
     optimized: object = None  # ``lowered`` after the pass pipeline: what was compiled
 
-    def __call__(self, leaves, state=()):
+    def __call__(self, inputs):
         exe = self.executable
         buffers = []
-        for index, tensor in enumerate(leaves):
+        for index, tensor in enumerate(inputs):
             buffer = tensor._device
             if buffer is None:
                 buffer = tensor._device = exe.to_device(index, tensor._host)
@@ -51,31 +53,28 @@ class CompiledEntry:
         io = self.io
         if io is None:
             return self.rebuild([_from_device(b) for b in exe.run(buffers)])
-        grads = [state[i].grad for i in io.grad_inputs]
+        grads = [inputs[i].grad for i in io.grad_inputs]
         late = self.late
-        for index, tensor in enumerate((*state, *grads, *late), start=len(buffers)):
+        for index, tensor in enumerate((*grads, *late), start=len(buffers)):
             buffer = tensor._device
             if buffer is None:
                 buffer = tensor._device = exe.to_device(index, tensor._host)
             buffers.append(buffer)
-        for i, _ in io.state_writes:
+        for i in io.donated:
             # A cached host copy may be a view of the device buffer (on CPU), which would keep
             # PJRT from donating it; it is stale after the call anyway.
-            state[i]._host = None
+            inputs[i]._host = None
         for i, _ in io.late_writes:
             late[i]._host = None
         outs = exe.run(buffers)
-        # Write-back: the call succeeded, so every state tensor moves to its new buffer at once.
-        for i, o in io.state_writes:
-            tensor = state[i]
+        # Write-back: the call succeeded, so every updated tensor moves to its new buffer at once.
+        for i, o in io.writes:
+            tensor = inputs[i]
             tensor._device, tensor._host = outs[o], None
         for i, o in io.grad_writes:
-            state[i].grad = None if o is None else _from_device(outs[o])
+            inputs[i].grad = None if o is None else _from_device(outs[o])
         for i, o in io.late_writes:
             tensor = late[i]
-            tensor._device, tensor._host = outs[o], None
-        for i, o in io.arg_writes:
-            tensor = leaves[i]
             tensor._device, tensor._host = outs[o], None
         return self.rebuild([_from_device(b) for b in outs[: self.num_results]])
 
@@ -83,14 +82,20 @@ class CompiledEntry:
 _from_device = Tensor._from_device
 
 
-def state_outputs(recorder, proxies, state_tensors, grad_inputs, snapshot, outputs) -> StateIO:
-    """Append to ``outputs`` every tensor the recorded step updated; say where each goes."""
-    state_writes, grad_writes, late_writes, arg_writes = [], [], [], []
-    for i, t in enumerate(state_tensors):
+def state_outputs(recorder, inputs, donatable, grad_inputs, snapshot, outputs) -> StateIO:
+    """Append to ``outputs`` every tensor the recorded step updated; say where each goes.
+
+    ``donatable``: input positions holding a holder's state (their old buffers are donated
+    when written; an argument that is only an argument keeps its buffer, which the caller may
+    share with other tensors)."""
+    writes, donated, grad_writes, late_writes = [], [], [], []
+    for i, t in enumerate(inputs):
         if id(t) in recorder.assigned:
-            state_writes.append((i, len(outputs)))
+            writes.append((i, len(outputs)))
             outputs.append(t)
-    for i, t in enumerate(state_tensors):
+            if i in donatable:
+                donated.append(i)
+    for i, t in enumerate(inputs):
         before, after = snapshot.grad_before(i), t.grad
         if after is None:
             if before is not None:
@@ -102,23 +107,19 @@ def state_outputs(recorder, proxies, state_tensors, grad_inputs, snapshot, outpu
         if id(t) in recorder.assigned:
             late_writes.append((k, len(outputs)))
             outputs.append(t)
-    for j, proxy in enumerate(proxies):
-        if id(proxy) in recorder.assigned:
-            arg_writes.append((j, len(outputs)))
-            outputs.append(proxy)
-    return StateIO(grad_inputs, tuple(state_writes), tuple(grad_writes), tuple(arg_writes), tuple(late_writes))
+    return StateIO(grad_inputs, tuple(writes), tuple(donated), tuple(grad_writes), tuple(late_writes))
 
 
-def donation(trace: Trace, num_leaves: int, state_tensors, io: StateIO) -> dict[int, int]:
-    """Input position -> output position for every state buffer the step replaces."""
-    donate = {num_leaves + i: o for i, o in io.state_writes}
-    grad_position = {i: num_leaves + len(state_tensors) + k for k, i in enumerate(io.grad_inputs)}
+def donation(trace: Trace, num_inputs: int, io: StateIO) -> dict[int, int]:
+    """Input position -> output position for every buffer the step replaces and may consume."""
+    same_aval = lambda position, o: trace.aval(trace.inputs[position]) == trace.aval(trace.outputs[o])  # noqa: E731
+    outputs = dict(io.writes)
+    donate = {i: outputs[i] for i in io.donated if same_aval(i, outputs[i])}
+    grad_position = {i: num_inputs + k for k, i in enumerate(io.grad_inputs)}
     for i, o in io.grad_writes:
-        if o is not None and i in grad_position:
-            position = grad_position[i]
-            if trace.aval(trace.inputs[position]) == trace.aval(trace.outputs[o]):
-                donate[position] = o
-    first_late = num_leaves + len(state_tensors) + len(io.grad_inputs)
+        if o is not None and i in grad_position and same_aval(grad_position[i], o):
+            donate[grad_position[i]] = o
+    first_late = num_inputs + len(io.grad_inputs)
     for k, o in io.late_writes:
         donate[first_late + k] = o
     return donate

@@ -162,7 +162,7 @@ class TracedFunction:
             # read straight from the array the Tensor holds.
             key = [pipeline]
             for arg in args:
-                if type(arg) is not Tensor:
+                if type(arg) is not Tensor or arg.grad is not None:
                     break
                 value = arg._host if arg._host is not None else arg._device
                 key.append(value.shape)
@@ -184,46 +184,58 @@ class TracedFunction:
         if holders:
             static, state_tensors = state.collect(holders)
             key.append(static)
-            key.append(state.signature(state_tensors))
+        # One Tensor object is one input however often the step reaches it (twice among the
+        # arguments, as an argument and as a module's parameter, tied weights): the aliasing
+        # pattern is part of the key, and so are the shapes/dtypes of every input's .grad.
+        inputs, slots = state.distinct_inputs(leaves, state_tensors)
+        key.append(slots)
+        key.append(state.signature(inputs))
         entry = self._cache.get(tuple(key))
         if entry is not None:
-            return entry(leaves, state_tensors)
-        snapshot = state.Snapshot([*state_tensors, *leaves])
+            return entry(inputs)
+        snapshot = state.Snapshot(inputs)
         try:
-            return self._record_and_compile(tuple(key), args, kwargs, leaves, state_tensors, snapshot, pipeline)
+            return self._record_and_compile(
+                tuple(key),
+                args,
+                kwargs,
+                inputs,
+                state.state_positions(len(leaves), len(state_tensors), slots),
+                snapshot,
+                pipeline,
+            )
         except BaseException:
             # The first call runs eagerly and updates state as it goes: a failure (in the
-            # function, the lowering or the compiler) puts every state tensor back.
+            # function, the lowering or the compiler, or Ctrl-C) puts every tensor back.
             snapshot.restore()
             raise
 
-    def _record_and_compile(self, key, args, kwargs, leaves, state_tensors, snapshot, pipeline):
+    def _record_and_compile(self, key, args, kwargs, inputs, donatable, snapshot, pipeline):
         from hlotrace import lowering, passes, runtime
 
         name = getattr(self.fn, "__name__", "traced")
         # Implicit state the function reads (a random generator's key) becomes a late input,
         # saved in the snapshot so that a failure puts it back too.
         recorder = Recorder(name=name, capture_as_const=self.capture_as_const, on_late_input=snapshot.add)
-        # Each argument position gets its own proxy Tensor (sharing the value), so that a
-        # tensor passed twice records two inputs and later calls with distinct tensors work.
-        # State tensors are recorded as themselves: the function reaches them through their
-        # holders, and in-place updates must land in those very objects.
-        proxies = [Tensor._from_array(leaf.numpy(), checked=True) for leaf in leaves]
-        grad_inputs = tuple(i for i, t in enumerate(state_tensors) if t.grad is not None)
+        # Every input is recorded as itself: the function reaches a tensor through its
+        # arguments, its holders, a GradManager's watch list or a tied module, and in-place
+        # updates and gradients must land in that very object, as they do eagerly.
+        grad_inputs = tuple(i for i, t in enumerate(inputs) if t.grad is not None)
+        grads = [inputs[i].grad for i in grad_inputs]
+        _refuse_aliased_grads(inputs, grads)
         with recorder:
-            inputs = recorder.trace.inputs
-            for tensor in (*proxies, *state_tensors, *(state_tensors[i].grad for i in grad_inputs)):
-                inputs.append(recorder.add_input(tensor))
-            proxy_args, proxy_kwargs = _substitute_in_order((args, kwargs), iter(proxies))
-            result = self.fn(*proxy_args, **proxy_kwargs)
+            trace_inputs = recorder.trace.inputs
+            for tensor in (*inputs, *grads):
+                trace_inputs.append(recorder.add_input(tensor))
+            result = self.fn(*args, **kwargs)
             outputs: list = []
             template = _output_structure(result, outputs)
             num_results = len(outputs)
-            io = state_outputs(recorder, proxies, state_tensors, grad_inputs, snapshot, outputs)
+            io = state_outputs(recorder, inputs, donatable, grad_inputs, snapshot, outputs)
             recorder.set_outputs(outputs)
         trace = recorder.trace
         late = tuple(recorder.late_inputs)
-        lowered = lowering.lower_trace(trace, name=name, donate=donation(trace, len(leaves), state_tensors, io))
+        lowered = lowering.lower_trace(trace, name=name, donate=donation(trace, len(inputs), io))
         optimized = lowered
         if pipeline:
             dump = os.environ.get(DUMP_ENV)
@@ -231,18 +243,15 @@ class TracedFunction:
             optimized = passes.run(lowered, pipeline, dump_to=stages)
         text = optimized.text()
         executable = runtime.compile(text, optimized.in_avals, optimized.out_avals, platform=self.platform)
-        stateless = not state_tensors and not io.arg_writes and not late
+        stateless = not io.writes and not io.grad_writes and not grad_inputs and not late
         entry = CompiledEntry(
             trace, lowered, executable, _make_rebuild(template), num_results, None if stateless else io, late, optimized
         )
         self._cache[key] = entry
-        if not kwargs and entry.io is None and all(type(a) is Tensor for a in args):
-            self._flat_cache[(pipeline, *(k for leaf in leaves for k in (leaf.shape, leaf.dtype)))] = entry
+        if not kwargs and entry.io is None and len(inputs) == len(args) and all(type(a) is Tensor for a in args):
+            self._flat_cache[(pipeline, *(k for t in inputs for k in (t.shape, t.dtype)))] = entry
         self._last = entry
         _dump(name, len(self._cache), entry, lowered.text(), text if pipeline else None)
-        # The eager run updated the proxies of arguments written in place: pass that on.
-        for j, _ in io.arg_writes:
-            leaves[j]._host, leaves[j]._device = proxies[j]._host, proxies[j]._device
         return result
 
     # -- inspection ----------------------------------------------------------------------
@@ -296,16 +305,19 @@ class TracedFunction:
         return list(self._cache.values())
 
 
-def _substitute_in_order(obj, proxies):
-    """Replace the Tensor leaves of ``obj`` by the next proxies, in _flatten's order."""
-    if isinstance(obj, Tensor):
-        return next(proxies)
-    kind = type(obj)
-    if kind is tuple or kind is list:
-        return kind(_substitute_in_order(item, proxies) for item in obj)
-    if kind is dict:
-        return {name: _substitute_in_order(obj[name], proxies) for name in sorted(obj)}
-    return obj
+def _refuse_aliased_grads(inputs, grads) -> None:
+    """A ``.grad`` that is itself an input, or shared by two inputs, cannot be one input
+    read and written back the way the eager run does: refuse it, naming the tensors."""
+    seen = {id(t): f"an input of shape {t.shape}" for t in inputs}
+    for owner, grad in zip((t for t in inputs if t.grad is not None), grads, strict=True):
+        other = seen.get(id(grad))
+        if other is not None:
+            raise TraceError(
+                f"the .grad of an input of shape {owner.shape} and dtype {owner.dtype} is also {other} "
+                f"(the same Tensor object); a compiled step cannot read and write it as both. "
+                f"Give each tensor its own .grad (e.g. g.detach() * 1) at {user_location(4)}"
+            )
+        seen[id(grad)] = f"the .grad of an input of shape {owner.shape}"
 
 
 def _dump(name: str, index: int, entry: CompiledEntry, text: str, optimized: str | None) -> None:
@@ -415,10 +427,11 @@ class PartialTracedFunction:
 
 
 def _differentiable_inputs(args, kwargs) -> list:
+    """Argument tensors then holders' state, each Tensor once (as one tape input)."""
     leaves: list = []
     holders: list = []
     _flatten((args, kwargs), leaves, [], holders)
-    return [*leaves, *(state.collect(holders)[1] if holders else ())]
+    return state.distinct_inputs(leaves, state.collect(holders)[1] if holders else ())[0]
 
 
 def partial_trace(fn=None, *, platform: str | None = None, passes: str | None = None):

@@ -55,24 +55,70 @@ def collect(holders) -> tuple[tuple, list[Tensor]]:
     return tuple(keys), tensors
 
 
+def distinct_inputs(leaves, state_tensors) -> tuple[list[Tensor], tuple[int, ...] | None]:
+    """The executable's tensor inputs: every Tensor object once, however often it is reached.
+
+    ``leaves`` (the argument tensors, in flattening order) come first, then the holders'
+    state tensors that are not also arguments. A Tensor passed twice, or passed as an
+    argument and owned by a module/optimizer/GradManager argument (``step(net.w, net, opt)``,
+    tied weights), is one input, read once and written back once -- exactly the object the
+    eager run reads and updates.
+
+    Returns ``(inputs, slots)``: ``slots[k]`` is the input position of the k-th of
+    ``(*leaves, *state_tensors)``, or None when every one is distinct (the common case). The
+    slots are part of the compile-cache key: another aliasing pattern is another program.
+    """
+    position: dict[int, int] = {}
+    inputs: list[Tensor] = []
+    slots: list[int] = []
+    for t in (*leaves, *state_tensors):
+        p = position.get(id(t))
+        if p is None:
+            p = position[id(t)] = len(inputs)
+            inputs.append(t)
+        slots.append(p)
+    if len(inputs) == len(slots):
+        return inputs, None
+    return inputs, tuple(slots)
+
+
+def state_positions(num_leaves: int, num_state: int, slots) -> frozenset[int]:
+    """Input positions that hold a holder's state tensor (donated when the step writes them)."""
+    if slots is None:
+        return frozenset(range(num_leaves, num_leaves + num_state))
+    return frozenset(slots[num_leaves:])
+
+
 def signature(tensors) -> tuple:
     """Shapes/dtypes of the state tensors and of their gradients (None when unset)."""
     return tuple((t.shape, t.dtype, None if t.grad is None else (t.grad.shape, t.grad.dtype)) for t in tensors)
 
 
 class Snapshot:
-    """The values (and ``.grad``) of some tensors, restorable after a failed call."""
+    """The values (and ``.grad``, with its value) of some tensors, restorable after a failed call.
+
+    A recording runs the step eagerly on the very objects it updates, and a gradient may be
+    accumulated into in place: both the object a ``.grad`` names and that object's value are
+    saved, so a failure at any point (an exception after ``gm.backward``, Ctrl-C, a compile
+    error) puts every tensor back exactly.
+    """
 
     def __init__(self, tensors):
-        self._saved = [(t, t._host, t._device, t.grad) for t in tensors]
+        self._saved: list = []
+        for t in tensors:
+            self.add(t)
 
     def add(self, tensor) -> None:
         """Save ``tensor`` too (an implicit state tensor found during the recording)."""
-        self._saved.append((tensor, tensor._host, tensor._device, tensor.grad))
+        grad = tensor.grad
+        grad_value = None if grad is None else (grad._host, grad._device)
+        self._saved.append((tensor, tensor._host, tensor._device, grad, grad_value))
 
     def grad_before(self, index: int):
         return self._saved[index][3]
 
     def restore(self) -> None:
-        for t, host, device, grad in self._saved:
+        for t, host, device, grad, grad_value in self._saved:
             t._host, t._device, t.grad = host, device, grad
+            if grad is not None:
+                grad._host, grad._device = grad_value

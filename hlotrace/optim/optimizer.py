@@ -27,6 +27,13 @@ def _set_value(t: Tensor, value) -> None:
     t._device = None
 
 
+def _recorded_full(shape, value, dtype) -> Tensor:
+    """A tensor made by a recorded op (``full``), for state created while recording."""
+    from hlotrace import functional as F
+
+    return F.full(shape, float(value), dtype=dtype)
+
+
 def _new_tensor(array: np.ndarray) -> Tensor:
     return Tensor._from_array(np.array(array), checked=True)
 
@@ -133,16 +140,24 @@ class Optimizer:
         """Refresh each hyper tensor whose Python value in ``param_groups`` changed.
 
         Outside recording only (the values of a recording's inputs are fixed while it
-        runs); called by :meth:`step` and :meth:`_trace_state`, a no-op while recording.
+        runs); called by :meth:`step` and :meth:`_trace_state`. While recording it only
+        creates missing hyper tensors (an optimizer constructed inside the step), as
+        recorded constants.
         """
-        if current_recorder() is not None:
-            return
+        recording = current_recorder() is not None
         for group, tensors, synced in zip(self.param_groups, self._hyper, self._hyper_synced, strict=True):
             values = self._hyper_values(group)
             dtype = self._hyper_dtype(group)
             validated = False
             for name, value in values.items():
                 old = tensors.get(name)
+                if recording:
+                    if old is None:
+                        # An optimizer constructed inside the recorded step: its hyper-parameters
+                        # are constants of that program, as they are Python values of its body.
+                        tensors[name] = _recorded_full((), value, dtype)
+                        synced[name] = value
+                    continue
                 if old is not None and synced.get(name) == value and old.dtype == dtype:
                     continue
                 if not validated:  # refuse a bad value before any hyper tensor changes
@@ -166,12 +181,12 @@ class Optimizer:
                     if name in state:
                         continue
                     if recording:
-                        raise TraceError(
-                            f"{type(self).__name__}.step(): state {name!r} of a parameter of shape {p.shape} does not "
-                            f"exist yet and cannot be created while recording; pass the optimizer to the traced "
-                            f"function (xla_trace calls its _trace_state() first) or call opt.step() eagerly once"
-                        )
-                    if name == "step":
+                        # Only an optimizer constructed inside the recorded step gets here (one
+                        # passed in had its state created by _trace_state first): its state
+                        # starts at zero on every call, eagerly and compiled alike.
+                        shape, dtype = ((), dt.float32) if name == "step" else (p.shape, p.dtype)
+                        state[name] = _recorded_full(shape, 0.0, dtype)
+                    elif name == "step":
                         state[name] = _new_tensor(np.zeros((), dt.float32))
                     else:
                         state[name] = _new_tensor(np.zeros(p.shape, p.dtype))

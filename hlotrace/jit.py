@@ -24,7 +24,7 @@ import numpy as np
 
 from hlotrace import state
 from hlotrace.compiled import CompiledEntry, donation, state_outputs
-from hlotrace.errors import TraceError
+from hlotrace.errors import BackendError, TraceError
 from hlotrace.ops.registry import _RECORDER
 from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES_ENV
 from hlotrace.random import refusing_draws
@@ -242,7 +242,14 @@ class TracedFunction:
             stages = os.path.join(dump, f"{name}.{len(self._cache) + 1}.passes") if dump else None
             optimized = passes.run(lowered, pipeline, dump_to=stages)
         text = optimized.text()
-        executable = runtime.compile(text, optimized.in_avals, optimized.out_avals, platform=self.platform)
+        try:
+            executable = runtime.compile(text, optimized.in_avals, optimized.out_avals, platform=self.platform)
+        except BackendError as exc:
+            raise BackendError(
+                f"{exc} (compiling {name}, {len(trace.records)} recorded ops, first called at "
+                f"{user_location(3)}; HLOTRACE_DUMP_TO=DIR keeps the lowered module, `hlotrace stages` shows "
+                f"every stage). Every parameter, optimizer state and .grad is as it was before the call."
+            ) from exc
         stateless = not io.writes and not io.grad_writes and not grad_inputs and not late
         entry = CompiledEntry(
             trace, lowered, executable, _make_rebuild(template), num_results, None if stateless else io, late, optimized

@@ -114,6 +114,10 @@ def save(obj, path: str | os.PathLike) -> None:
     try:
         with open(tmp, "wb") as f:
             np.savez(f, allow_pickle=False, **arrays)
+            # On disk before the rename: a crash right after os.replace must not leave an
+            # empty file where the previous checkpoint was.
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

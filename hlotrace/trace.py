@@ -325,10 +325,21 @@ class Recorder:
             return var_id
         origin = f"created at {tensor._origin}" if tensor._origin else "created outside the traced function"
         where = f" at {location}" if location else ""
+        if type(tensor).__name__ == "Parameter":
+            # A parameter reached through a closed-over module/optimizer/GradManager: baking it
+            # in as a constant would silently stop training, so only one remedy is offered.
+            remedy = (
+                "A compiled step reads and updates parameters only through its arguments: pass the "
+                "parameter, or the module, optimizer and GradManager that use it, as arguments."
+            )
+        else:
+            remedy = (
+                "Pass it as an argument, or decorate with xla_trace(capture_as_const=True) to bake its "
+                "current value into the compiled program."
+            )
         raise TraceError(
-            f"{used_by}{where} uses a tensor of shape {tensor.shape} and dtype {tensor.dtype} that is not an "
-            f"input of the traced function ({origin}). Pass it as an argument, or decorate with "
-            f"xla_trace(capture_as_const=True) to bake its current value into the compiled program."
+            f"{used_by}{where} uses a {type(tensor).__name__.lower()} of shape {tensor.shape} and dtype "
+            f"{tensor.dtype} that is not an input of the traced function ({origin}). {remedy}"
         )
 
     def alias(self, tensor, same_as) -> None:

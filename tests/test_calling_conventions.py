@@ -329,3 +329,17 @@ def test_aliasing_pattern_is_part_of_the_signature():
     np.testing.assert_array_equal(y.numpy(), [5.0, 5.0, 5.0])
     np.testing.assert_array_equal(z.numpy(), [2.0, 2.0, 2.0])
     assert add_in_place.cache_size == 2
+
+
+def test_two_aliasing_patterns_with_as_many_inputs_are_two_programs():
+    """f(x, x, y) and f(x, y, y) both have two distinct inputs: the pattern tells them apart."""
+
+    @xla_trace
+    def mix(a, b, c):
+        return a * 1.0 + b * 10.0 + c * 100.0
+
+    x, y = ht.tensor(np.ones(2, "float32")), ht.tensor(np.full(2, 2.0, "float32"))
+    for _ in range(2):  # recorded, then compiled
+        np.testing.assert_array_equal(mix(x, x, y).numpy(), [211.0, 211.0])
+        np.testing.assert_array_equal(mix(x, y, y).numpy(), [221.0, 221.0])
+    assert mix.cache_size == 2

@@ -1,0 +1,73 @@
+"""Mutants of how a compiled step collects, reads, writes and restores state (issue 18).
+
+hlotrace/state.py (distinct inputs, snapshots), hlotrace/compiled.py (write-back, donation),
+hlotrace/jit.py (the cache key, the restore on failure) and the optimizer's state created
+inside a recording. Killed by tests/test_calling_conventions.py, tests/test_fault_paths.py
+and tests/test_train_step.py; run with ``make mutation ARGS="--only state --columns suite"``.
+"""
+
+from hlotrace.testing.mutation import Mutant
+
+STATE = "hlotrace/state.py"
+COMPILED = "hlotrace/compiled.py"
+JIT = "hlotrace/jit.py"
+OPTIMIZER = "hlotrace/optim/optimizer.py"
+
+MUTANTS = [
+    Mutant(
+        id="no-deduplication",
+        file=STATE,
+        find="        p = position.get(id(t))\n",
+        replace="        p = None\n",
+        why="a tensor reached twice (argument and module parameter) becomes two inputs, donated twice",
+    ),
+    Mutant(
+        id="aliasing-not-in-key",
+        file=JIT,
+        find="        key.append(slots)\n",
+        replace="",
+        why="a call with the same tensor twice reuses the program compiled for two distinct tensors, or back",
+    ),
+    Mutant(
+        id="restore-keeps-new-grads",
+        file=STATE,
+        find="            t._host, t._device, t.grad = host, device, grad\n",
+        replace="            t._host, t._device = host, device\n",
+        why="a failed call restores values but leaves the .grad objects its eager run set",
+    ),
+    Mutant(
+        id="no-restore-on-failure",
+        file=JIT,
+        find="            snapshot.restore()\n",
+        replace="            pass\n",
+        why="a failure while recording leaves the state half-updated by the eager run",
+    ),
+    Mutant(
+        id="new-grads-not-written",
+        file=COMPILED,
+        find="        elif after is not before or id(after) in recorder.assigned:\n",
+        replace="        elif id(after) in recorder.assigned:\n",
+        why="a .grad the step sets (accumulated, not cleared) is not written back after a compiled call",
+    ),
+    Mutant(
+        id="argument-writes-dropped",
+        file=COMPILED,
+        find="        if id(t) in recorder.assigned:\n            writes.append((i, len(outputs)))\n",
+        replace="        if i in donatable and id(t) in recorder.assigned:\n            writes.append((i, len(outputs)))\n",
+        why="only holders' state is written back; an argument updated in place keeps its old value",
+    ),
+    Mutant(
+        id="donated-host-copy-kept",
+        file=COMPILED,
+        find="            inputs[i]._host = None\n",
+        replace="            pass\n",
+        why="a stale host copy (a view of the donated buffer on CPU) survives the call",
+    ),
+    Mutant(
+        id="state-inside-recording-untracked",
+        file=OPTIMIZER,
+        find="                        state[name] = _recorded_full(shape, 0.0, dtype)\n",
+        replace="                        state[name] = _new_tensor(np.zeros(shape, dtype))\n",
+        why="an optimizer built inside the step makes its state outside the recording",
+    ),
+]

@@ -63,6 +63,10 @@ class OpDef:
         outside the values the op defines a result for (None: inside). The op's sample
         stays inside; the fuzzer keeps programs inside and calls a disagreement there an
         undefined input.
+      arity: optional number of tensor operands, for the fuzzer's operands of an op without
+        a sample strategy. It wins over both signatures; without it the fuzzer counts the
+        required positional parameters of ``infer``, or of ``reference`` when ``infer``
+        takes ``*avals``, and tries 1-4 operands when both do.
     """
 
     name: str
@@ -77,6 +81,7 @@ class OpDef:
     doc: str = ""
     domain: Callable[..., str | None] | None = None
     tags: frozenset = field(default_factory=frozenset)
+    arity: int | None = None
 
 
 OPS: dict[str, OpDef] = {}

@@ -23,8 +23,18 @@ of a disagreement is wrong. Every disagreement is classified:
 
 Rule and pass bugs (and XLA disagreements) are shrunk to a small program and saved in --out
 as trace files (the inputs included) that 'hlotrace replay' re-runs and 'hlotrace show'
-prints. The same --seed gives the same programs in the same order. Exit status: 1 when a
-rule bug, pass bug or crash was found, 0 otherwise, 2 for bad arguments."""
+prints. The same --seed gives the same programs in the same order.
+
+An op without a sample strategy (your own) gets operands its inference accepts: the
+number of them from OpDef(arity=N), else from the inference's signature, else (for
+'def infer(*avals)') from the NumPy reference's; several dtypes, ranks and shapes are
+tried. A program the generator could not build is counted as 'not generated', never as a
+bug, and the throughput counts only programs that ran. Each op asked for (--ops; else each
+op without a sample strategy) is tried alone first: one that cannot be built at all is an
+error (exit 2) naming what it needs.
+
+Exit status: 1 when a rule bug, pass bug or crash was found, 0 otherwise, 2 for bad
+arguments or an op that cannot be generated."""
 
 EPILOG = """\
 examples:
@@ -87,6 +97,7 @@ def settings_from(args):
         raise CliError(
             "hlotrace fuzz draws from the ops' hypothesis strategies: pip install 'hlotrace[fuzz]'"
         ) from None
+    from hlotrace.ops.registry import OPS
     from hlotrace.testing.fuzz.generate import select_ops
     from hlotrace.testing.fuzz.session import Settings, import_user_modules
     from hlotrace.tools.common import CliError
@@ -97,7 +108,7 @@ def settings_from(args):
         raise CliError(f"--import: cannot import {exc}") from None
     ops = _names(args.ops)
     try:
-        select_ops(ops)
+        selected = select_ops(ops)
     except KeyError as exc:
         raise CliError(f"--ops: {exc.args[0]}") from None
     passes = _names(args.passes)
@@ -110,6 +121,10 @@ def settings_from(args):
             raise CliError(f"--passes: {exc}") from None
     if args.max_ops < 1:
         raise CliError(f"--max-ops must be at least 1, not {args.max_ops}")
+    if ops:
+        _check_generatable(selected, "--ops: ")
+    else:  # every op: those of the --import modules without a sample strategy
+        _check_generatable([n for n in selected if OPS[n].sample is None], "")
     return Settings(
         seed=args.seed,
         ops=ops,
@@ -122,6 +137,18 @@ def settings_from(args):
         platform=args.platform,
         shrink=not args.no_shrink,
     )
+
+
+def _check_generatable(names, prefix: str) -> None:
+    """Each of ``names`` alone must build (a user's op whose inference refuses every operand
+    set the generator offers would give a session of nothing but unbuilt programs)."""
+    from hlotrace.testing.fuzz.generate import cannot_generate
+    from hlotrace.tools.common import CliError
+
+    for name in names:
+        why = cannot_generate(name)
+        if why is not None:
+            raise CliError(f"{prefix}{why}")
 
 
 class Progress:
@@ -144,7 +171,7 @@ class Progress:
         others = sum(report.classes.values()) - report.bugs
         line = (
             f"[{bar:<20}] {report.seconds:4.0f}/{self.seconds:.0f} s  {report.programs} programs ({rate:.1f}/s)  "
-            f"bugs {report.bugs}  other findings {others}"
+            f"bugs {report.bugs}  other findings {others}  not generated {report.not_generated}"
         )
         self.stream.write(f"\r{line}" if self.tty else f"{line}\n")
         self.stream.flush()
@@ -169,5 +196,11 @@ def run(args) -> int:
         settings, seconds, jobs=args.jobs, max_programs=args.programs, progress=progress, stop_on_bug=args.stop_on_bug
     )
     progress.close()
+    if not report.programs and report.not_generated:  # nothing ran: the error is the report
+        first = report.not_generated_example
+        raise CliError(
+            f"no program could be generated ({report.not_generated} tried; seed {first.seed}: "
+            f"{first.not_generated}); give the op a sample strategy (OpDef(sample=...)) or OpDef(arity=N)"
+        )
     print(report.table())
     return 1 if report.bugs else 0

@@ -15,15 +15,15 @@ Rules that keep results defined (a fuzzer whose reports are NaN noise is useless
   finite operands, or a magnitude beyond ``MAGNITUDE_LIMIT`` (the op's own sample may still
   produce both: that is the op's domain as its property test states it).
 
-An op without a sample strategy (a user's op) is still generated: its operands are live
-values or fresh float32 arrays of small random shapes, its attributes the defaults, and its
-inference decides which combinations are valid.
+An op without a sample strategy (a user's op) is still generated: ``inferred.py`` offers
+its inference operand sets of several dtypes, ranks and shapes (and live values) until one
+is accepted; its attributes are the defaults. A program in which no op could be built is
+not a program: ``generate`` raises GeneratorError, and a session counts it as not generated.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import zlib
 
 import numpy as np
@@ -36,6 +36,7 @@ from hlotrace.tensor import Tensor
 from hlotrace.testing import strategies
 from hlotrace.testing.fuzz.draw import Rejected, draw
 from hlotrace.testing.fuzz.evaluate import is_float
+from hlotrace.testing.fuzz.inferred import TRIES, inferred_sample, required_attributes
 from hlotrace.testing.fuzz.program import Program, compact, slice_to
 from hlotrace.testing.sampling import OpSample
 from hlotrace.trace import Recorder
@@ -95,33 +96,11 @@ def select_ops(names=None) -> list[str]:
     return sorted(set(names))
 
 
-def _arity(op: OpDef) -> int:
-    if op.variadic:
-        return 2
-    params = inspect.signature(op.infer).parameters.values()
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return 2
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
-
-
-def _inferred_sample(op: OpDef, rng: np.random.Generator, live: list) -> OpSample:
-    """Operands for an op without a sample strategy: float32 arrays of a small shape, often
-    shared by all operands (so elementwise ops are accepted), default attributes."""
-    shape = tuple(int(n) for n in rng.integers(1, 5, size=int(rng.integers(0, 4))))
-    args = []
-    for _ in range(_arity(op)):
-        if live and rng.random() < 0.5:
-            source = live[int(rng.integers(len(live)))]
-            args.append(source.numpy().copy())
-        else:
-            args.append(rng.standard_normal(shape).astype(np.float32))
-    return OpSample(tuple(args))
-
-
-def _draw_sample(op: OpDef, rng: np.random.Generator, live: list, main_dtype) -> OpSample | None:
+def _draw_sample(op: OpDef, rng: np.random.Generator, live: list, main_dtype) -> tuple[OpSample | None, str]:
+    """A sample for one step of ``op`` (None, and why, when none could be drawn)."""
     strategy = _strategy(op)
     if strategy is None:
-        return _inferred_sample(op, rng, live)
+        return inferred_sample(op, rng, live, main_dtype)
     live_dtypes = {t.dtype for t in live} | {main_dtype}
     first = None
     for _ in range(SAMPLE_DRAWS):
@@ -131,8 +110,8 @@ def _draw_sample(op: OpDef, rng: np.random.Generator, live: list, main_dtype) ->
         first = first or sample
         arrays = [a for a in sample.args if isinstance(a, np.ndarray)]
         if arrays and arrays[0].dtype in live_dtypes and (arrays[0].dtype == main_dtype or rng.random() < 0.3):
-            return sample
-    return first
+            return sample, ""
+    return first, "" if first is not None else f"its sample strategy rejected {SAMPLE_DRAWS} draws"
 
 
 def _pooled_sample(op: OpDef, strategy, k: int) -> OpSample | None:
@@ -202,6 +181,7 @@ class _Builder:
         self.main_dtype = choices[int(rng.choice(len(choices), p=weights / weights.sum()))]
         self.live: list[Tensor] = []
         self.values: dict[int, np.ndarray] = {}  # input var id -> value
+        self.refusal = ""  # why the last step that failed did
 
     def _add_inputs(self, tensors) -> list[int]:
         ids = []
@@ -231,7 +211,8 @@ class _Builder:
         return None
 
     def step(self, op: OpDef) -> bool:
-        sample = _draw_sample(op, self.rng, self.live, self.main_dtype)
+        """Add one record of ``op`` (False, and ``self.refusal`` says why, when none fits)."""
+        sample, self.refusal = _draw_sample(op, self.rng, self.live, self.main_dtype)
         if sample is None:
             return False
         for attempt in range(4):
@@ -261,14 +242,20 @@ class _Builder:
             ids = self._add_inputs(fresh)
             try:
                 out = apply(op, *operands, **sample.attrs)
-            except HlotraceError:
+            except HlotraceError as exc:
                 self._drop_inputs(ids)
+                self.refusal = str(exc)
                 continue
             except Exception as exc:
+                self._drop_inputs(ids)
+                self.refusal = f"its reference raised {type(exc).__name__}: {exc}"
+                if op.sample is None:  # operands the inference accepted, made up: a refusal too
+                    continue
                 raise GeneratorError(f"{op.name}: {type(exc).__name__}: {exc} on {sample!r}") from exc
             if (from_live and _undefined(out, operands)) or outside_domain(op, operands, sample.attrs):
                 self.recorder.trace.records.pop()
                 self._drop_inputs(ids)
+                self.refusal = "its result left the op's domain or became NaN/inf"
                 continue
             self.live.append(out)
             return True
@@ -287,6 +274,8 @@ def generate(seed: int, ops=None, max_ops: int = MAX_OPS) -> Program:
             if len(recorder.trace.records) >= target:
                 break
             builder.step(OPS[names[int(rng.integers(len(names)))]])
+        if not recorder.trace.records:
+            raise GeneratorError(f"no op of {', '.join(names)} could be built ({_short(builder.refusal)})")
         consumed = {v for r in recorder.trace.records for v in r.inputs}
         leaves = [t for t in builder.live if recorder._var_of[id(t)] not in consumed]
         recorder.set_outputs(leaves[-MAX_OUTPUTS:])
@@ -297,3 +286,37 @@ def generate(seed: int, ops=None, max_ops: int = MAX_OPS) -> Program:
     ]
     program = Program(slice_to(trace, trace.outputs), [builder.values[v] for v in trace.inputs], seed=seed)
     return compact(program)
+
+
+PREFLIGHT_STEPS = 8  # steps of an op alone that ``cannot_generate`` tries
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def cannot_generate(name: str, steps: int = PREFLIGHT_STEPS) -> str | None:
+    """Why op ``name`` cannot be generated (None: it can): ``steps`` steps of it alone, each
+    with a fresh program, all failed. The message names what the op needs."""
+    op = OPS[name]
+    why = ""
+    for k in range(steps):
+        rng = np.random.default_rng([zlib.crc32(name.encode()), k])
+        recorder = Recorder(name=f"preflight_{name}")
+        builder = _Builder(recorder, rng)
+        try:
+            with recorder:
+                if builder.step(op):
+                    return None
+            why = builder.refusal
+        except GeneratorError as exc:
+            why = str(exc)
+    tried = f"{steps} steps of {TRIES} operand sets each" if op.sample is None else f"{steps} steps"
+    needs = "a sample strategy (OpDef(sample=...))"
+    if op.sample is None:
+        needs += " or its number of operands (OpDef(arity=N))"
+        attrs = required_attributes(op)
+        if attrs:
+            needs += f"; its inference requires attribute(s) {', '.join(attrs)}, which only a sample strategy gives"
+    return f"cannot generate op {name!r}: none of {tried} built it (last: {_short(why)}); give it {needs}"

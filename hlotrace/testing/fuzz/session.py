@@ -4,7 +4,9 @@ Program ``i`` of a session with seed ``S`` is ``generate(program_seed(S, i))``: 
 seed gives the same programs in the same order (how many fit in the time budget depends on
 the machine). Each worker process checks whole programs (generation, every oracle, and the
 shrinking of a bug it finds); a worker that dies (XLA or jaxlib aborting) is reported as a
-crash with the program's seed, and replaced.
+crash with the program's seed, and replaced. A program the generator could not build (no op
+fitted, or an op's reference failed) is no finding: the report counts it as not generated,
+apart from the programs that ran (which alone make the throughput).
 """
 
 from __future__ import annotations
@@ -59,10 +61,14 @@ class Outcome:
     description: str = ""
     shrunk_size: int | None = None
     shrink_checks: int = 0
+    not_generated: str | None = None  # why the generator could not build this program
 
 
 @dataclass
 class Report:
+    """A session's counts. ``programs`` (and the throughput) counts the programs that ran;
+    a program the generator could not build is counted apart, in ``not_generated``."""
+
     programs: int = 0
     records: int = 0
     seconds: float = 0.0
@@ -70,12 +76,18 @@ class Report:
     saved: list = field(default_factory=list)  # (class, path, description, shrunk size)
     skipped: Counter = field(default_factory=Counter)
     examples: dict = field(default_factory=dict)  # class -> first Outcome of that class
+    not_generated: int = 0
+    not_generated_example: Outcome | None = None  # the first one, with its seed and why
 
     @property
     def bugs(self) -> int:
         return sum(self.classes[c] for c in BUGS)
 
     def add(self, outcome: Outcome) -> None:
+        if outcome.not_generated is not None:
+            self.not_generated += 1
+            self.not_generated_example = self.not_generated_example or outcome
+            return
         self.programs += 1
         self.records += outcome.size
         for kind in {f[0] for f in outcome.findings}:
@@ -91,12 +103,17 @@ class Report:
         rate = self.programs / self.seconds if self.seconds else 0.0
         lines = [
             f"{self.programs} programs ({self.records} ops) in {self.seconds:.0f} s: {rate:.2f} programs/s, "
-            f"{rate * 3600:,.0f} per hour",
+            f"{rate * 3600:,.0f} per hour"
+            + (f" (programs that ran; {self.not_generated} not generated)" if self.not_generated else ""),
             f"{'class':<18} {'programs':>8}  first seed",
         ]
         for kind in CLASSES:
             example = self.examples.get(kind)
             lines.append(f"{kind:<18} {self.classes[kind]:>8}  {example.seed if example else '-'}")
+        first = self.not_generated_example
+        lines.append(f"{'not generated':<18} {self.not_generated:>8}  {first.seed if first else '-'}")
+        if first:
+            lines.append(f"not generated, first: {first.not_generated}")
         for _kind, path, description, size in self.saved:
             lines.append(f"saved {path} ({size} ops): {description}")
         if self.skipped:
@@ -162,12 +179,10 @@ def run_one(settings: Settings, index: int) -> Outcome:
     outcome = Outcome(index, seed)
     try:
         program = generate(seed, settings.ops, settings.max_ops)
-    except GeneratorError as exc:
-        outcome.findings.append(("rule bug", "eager", None, f"the generator could not apply an op: {exc}"))
+    except GeneratorError as exc:  # not a finding: no program ran
+        outcome.not_generated = " ".join(str(exc).split())
         return outcome
     outcome.size = program.size
-    if not program.trace.records:
-        return outcome
     oracles = _oracles(settings)
     verdict = check(program, dataclasses.replace(oracles, rotate=index))
     outcome.findings = [(f.kind, f.oracle, f.output, f.evidence) for f in verdict.findings]

@@ -36,6 +36,7 @@ from hlotrace.errors import OpError
 from hlotrace.ops.registry import BACKWARD_DEPTH, NOT_DIFFERENTIABLE, TAPES, OpDef
 from hlotrace.source import SourceLocation
 from hlotrace.tensor import Tensor, tensor
+from hlotrace.versions import structure_changed
 
 
 @dataclass(frozen=True)
@@ -302,6 +303,7 @@ class GradManager:
                 self._attached.append(p)
                 self._callbacks[id(p)] = []
             self._callbacks[id(p)].extend(callbacks or ())
+        structure_changed()  # a compiled step re-collects the attached tensors
         return self
 
     def attached_tensors(self) -> list[Tensor]:

@@ -148,6 +148,7 @@ class TracedFunction:
         self._cache: dict[tuple, CompiledEntry] = {}
         self._flat_cache: dict[tuple, CompiledEntry] = {}  # same entries, keyed for the hot path
         self._last: CompiledEntry | None = None
+        self._holders: dict = {}  # holder ids -> state.HolderState (the per-call state cache)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
@@ -180,27 +181,33 @@ class TracedFunction:
                 _flatten(kwargs, leaves, key, holders)
         except _ArrayArgument:
             return self(*_wrap_arrays(args), **_wrap_arrays(kwargs))
-        state_tensors: list = []
-        if holders:
-            static, state_tensors = state.collect(holders)
-            key.append(static)
         # One Tensor object is one input however often the step reaches it (twice among the
         # arguments, as an argument and as a module's parameter, tied weights): the aliasing
         # pattern is part of the key, and so are the shapes/dtypes of every input's .grad.
-        inputs, slots = state.distinct_inputs(leaves, state_tensors)
+        # The holders' state is cached between calls (O(1) unless something structural
+        # changed, see hlotrace.versions).
+        held = None
+        if holders:
+            held = state.holder_state(self._holders, holders)
+            key.append(held.token)
+        inputs, slots = state.inputs_of(leaves, held)
         key.append(slots)
-        key.append(state.signature(inputs))
+        for leaf in leaves:
+            if leaf._grad is not None:
+                key.append(tuple(None if t._grad is None else (t._grad.shape, t._grad.dtype) for t in leaves))
+                break
         entry = self._cache.get(tuple(key))
         if entry is not None:
             return entry(inputs)
         snapshot = state.Snapshot(inputs)
+        num_state = len(held.tensors) if held is not None else 0
         try:
             return self._record_and_compile(
                 tuple(key),
                 args,
                 kwargs,
                 inputs,
-                state.state_positions(len(leaves), len(state_tensors), slots),
+                state.state_positions(len(leaves), num_state, slots),
                 snapshot,
                 pipeline,
             )

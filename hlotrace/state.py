@@ -24,6 +24,7 @@ from __future__ import annotations
 import weakref
 
 from hlotrace.tensor import Tensor
+from hlotrace.versions import VERSIONS
 
 # id -> tensor for every registered implicit state tensor (kept only while alive).
 _IMPLICIT: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -43,16 +44,116 @@ def is_holder(obj) -> bool:
 
 
 def collect(holders) -> tuple[tuple, list[Tensor]]:
-    """(static key, state tensors deduplicated by identity in first-seen order)."""
-    keys, tensors, seen = [], [], set()
+    """(static key, state tensors deduplicated by identity in first-seen order).
+
+    The static key has, per holder, its class, its own static key and the positions of its
+    tensors in the deduplicated list: which holder owns which tensor decides the program
+    (an optimizer that now steps another parameter of the same shapes is another program).
+    """
+    keys, tensors, position = [], [], {}
     for holder in holders:
         static, owned = holder._trace_state()
-        keys.append((type(holder).__name__, static))
+        slots = []
         for t in owned:
-            if id(t) not in seen:
-                seen.add(id(t))
+            p = position.get(id(t))
+            if p is None:
+                p = position[id(t)] = len(tensors)
                 tensors.append(t)
+            slots.append(p)
+        keys.append((type(holder).__name__, static, tuple(slots)))
     return tuple(keys), tensors
+
+
+class HolderState:
+    """The state of one tuple of holders, cached between calls (see :mod:`hlotrace.versions`).
+
+    ``token`` stands for (static key, signature) in a compile-cache key: equal tokens mean
+    the same holders' structure, shapes, dtypes and ``.grad`` signature.
+    """
+
+    __slots__ = ("aliased", "holders", "hyper", "optimizers", "positions", "static", "structure", "tensors", "token")
+
+    def __init__(self, holders):
+        self.holders = holders
+        self.static, self.tensors = collect(holders)
+        self.positions = {id(t): i for i, t in enumerate(self.tensors)}
+        self.token = _intern((self.static, signature(self.tensors)))
+        self.optimizers = [(h, h._static_key()) for h in holders if hasattr(h, "_sync_hyper")]
+        self.aliased: dict = {}  # leaf aliasing pattern -> (state tensors not among the leaves, slots)
+        # Read last: collect() may itself create state (optimizer moments, hyper tensors).
+        self.structure, self.hyper = VERSIONS.structure, VERSIONS.hyper
+
+
+_TOKENS: dict = {}
+_HOLDER_CACHE_SIZE = 8  # holder tuples remembered per traced function
+
+
+def _intern(signature_key) -> int:
+    token = _TOKENS.get(signature_key)
+    if token is None:
+        token = _TOKENS[signature_key] = len(_TOKENS)
+    return token
+
+
+def holder_state(cache: dict, holders: list) -> HolderState:
+    """The holders' state, re-derived only when a version counter moved (O(1) otherwise).
+
+    ``cache`` maps the holders' ids to their :class:`HolderState` (one per traced function).
+    A hyper-parameter change (``lr``) refreshes the optimizers' hyper tensors in place and
+    re-collects only if that changed the optimizers' structural choices.
+    """
+    ids = tuple(map(id, holders))
+    cached = cache.get(ids)
+    versions = VERSIONS
+    if (
+        cached is not None
+        and cached.structure == versions.structure
+        and all(a is b for a, b in zip(cached.holders, holders, strict=True))
+    ):
+        if cached.hyper == versions.hyper:
+            return cached
+        for optimizer, _ in cached.optimizers:
+            optimizer._sync_hyper()
+        if cached.structure == versions.structure and all(o._static_key() == k for o, k in cached.optimizers):
+            cached.hyper = versions.hyper
+            return cached
+    fresh = HolderState(tuple(holders))
+    if len(cache) >= _HOLDER_CACHE_SIZE:
+        cache.pop(next(iter(cache)))
+    cache[ids] = fresh
+    return fresh
+
+
+def inputs_of(leaves: list, held: HolderState | None) -> tuple[list, tuple[int, ...] | None]:
+    """:func:`distinct_inputs` of the argument leaves and the holders' cached state, in
+    O(number of leaves) (the state part is cached per aliasing pattern)."""
+    if held is None:
+        if len(leaves) < 2 or len(set(map(id, leaves))) == len(leaves):
+            return leaves, None
+        return distinct_inputs(leaves, ())
+    positions = held.positions
+    pattern = []
+    seen: dict[int, int] = {}
+    for j, t in enumerate(leaves):
+        key = id(t)
+        if key in positions or key in seen:
+            pattern.append((j, positions.get(key), seen.get(key)))
+        seen.setdefault(key, j)
+    if not pattern:
+        return [*leaves, *held.tensors], None
+    pattern = tuple(pattern)
+    cached = held.aliased.get(pattern)
+    if cached is None:
+        inputs, slots = distinct_inputs(leaves, held.tensors)
+        cached = held.aliased[pattern] = (inputs[len(leaves) - _duplicates(slots, len(leaves)) :], slots)
+    rest, slots = cached
+    unique = leaves if not any(p[2] is not None for p in pattern) else list({id(t): t for t in leaves}.values())
+    return [*unique, *rest], slots
+
+
+def _duplicates(slots, num_leaves: int) -> int:
+    """How many of the first ``num_leaves`` slots repeat an earlier one."""
+    return num_leaves - len(set(slots[:num_leaves]))
 
 
 def distinct_inputs(leaves, state_tensors) -> tuple[list[Tensor], tuple[int, ...] | None]:

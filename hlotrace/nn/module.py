@@ -29,6 +29,7 @@ import numpy as np
 from hlotrace.errors import HlotraceError
 from hlotrace.ops.registry import MODULE_PATH
 from hlotrace.tensor import Parameter, Tensor, tensor
+from hlotrace.versions import structure_changed
 
 _PARAM, _BUFFER, _MODULE = "parameter", "buffer", "module"
 
@@ -91,10 +92,13 @@ class Module:
         elif kind != new_kind:
             members.pop(name, None)
             members[name] = new_kind
+        if new_kind is not None or kind is not None:
+            structure_changed()  # a compiled step re-collects this module's state
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
-        self._member_table().pop(name, None)
+        if self._member_table().pop(name, None) is not None:
+            structure_changed()
         object.__delattr__(self, name)
 
     def register_buffer(self, name: str, value: Tensor | None) -> None:
@@ -114,6 +118,7 @@ class Module:
         if name not in members and name in self.__dict__:
             raise HlotraceError(f"register_buffer({name!r}): the module already has an attribute of that name")
         members[name] = _BUFFER
+        structure_changed()
         object.__setattr__(self, name, value)
 
     def register_parameter(self, name: str, value: Parameter | None) -> None:
@@ -212,6 +217,7 @@ class Module:
         """Set ``training`` on this module and every descendant; returns self."""
         for m in self.modules():
             object.__setattr__(m, "training", bool(mode))
+        structure_changed()  # the training flags are part of a compiled step's key
         return self
 
     def eval(self) -> Module:

@@ -9,6 +9,7 @@ from hlotrace import dtypes as dt
 from hlotrace.errors import HlotraceError, TraceError
 from hlotrace.ops.registry import current_recorder
 from hlotrace.tensor import Tensor
+from hlotrace.versions import TrackedGroup, TrackedList, structure_changed
 
 __all__ = ["Optimizer"]
 
@@ -56,7 +57,8 @@ class Optimizer:
 
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
-        self.param_groups: list[dict] = []
+        # Tracked: a change to the groups is seen by compiled steps in O(1) (hlotrace.versions).
+        self.param_groups: list[dict] = TrackedList()
         # Tensor (identity hash) -> {state name: Tensor}
         self.state: dict[Tensor, dict[str, Tensor]] = {}
         self._hyper: list[dict[str, Tensor]] = []  # per group: name -> 0-d hyper tensor
@@ -79,7 +81,7 @@ class Optimizer:
         """Add a group (``{"params": [...], **hyper-parameters}``); its state is created now."""
         if not isinstance(group, dict) or "params" not in group:
             raise HlotraceError(f"{type(self).__name__}: a parameter group is a dict with a 'params' entry")
-        group = dict(group)
+        group = TrackedGroup(group)
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
         seen = {id(p) for g in self.param_groups for p in g["params"]}
@@ -93,7 +95,7 @@ class Optimizer:
                     f"{type(self).__name__}: a parameter of shape {p.shape} appears twice (in one group or in two)"
                 )
             seen.add(id(p))
-        group["params"] = params
+        group["params"] = params  # a TrackedList (TrackedGroup.__setitem__)
         for key, value in self.defaults.items():
             group.setdefault(key, value)
         self._validate_group(group)
@@ -156,6 +158,7 @@ class Optimizer:
                         # An optimizer constructed inside the recorded step: its hyper-parameters
                         # are constants of that program, as they are Python values of its body.
                         tensors[name] = _recorded_full((), value, dtype)
+                        structure_changed()
                         synced[name] = value
                     continue
                 if old is not None and synced.get(name) == value and old.dtype == dtype:
@@ -166,6 +169,7 @@ class Optimizer:
                 value = float(value)
                 if old is None or old.dtype != dtype:
                     tensors[name] = _new_tensor(np.array(value, dtype=dtype))
+                    structure_changed()
                 else:
                     _set_value(old, value)
                 synced[name] = value
@@ -186,10 +190,13 @@ class Optimizer:
                         # starts at zero on every call, eagerly and compiled alike.
                         shape, dtype = ((), dt.float32) if name == "step" else (p.shape, p.dtype)
                         state[name] = _recorded_full(shape, 0.0, dtype)
+                        structure_changed()
                     elif name == "step":
                         state[name] = _new_tensor(np.zeros((), dt.float32))
+                        structure_changed()
                     else:
                         state[name] = _new_tensor(np.zeros(p.shape, p.dtype))
+                        structure_changed()
 
     def _static_key(self) -> tuple:
         return (

@@ -12,13 +12,16 @@ STATE = "hlotrace/state.py"
 COMPILED = "hlotrace/compiled.py"
 JIT = "hlotrace/jit.py"
 OPTIMIZER = "hlotrace/optim/optimizer.py"
+TENSOR = "hlotrace/tensor.py"
+MODULE = "hlotrace/nn/module.py"
+VERSIONS = "hlotrace/versions.py"
 
 MUTANTS = [
     Mutant(
         id="no-deduplication",
         file=STATE,
-        find="        p = position.get(id(t))\n",
-        replace="        p = None\n",
+        find="    for t in (*leaves, *state_tensors):\n        p = position.get(id(t))\n",
+        replace="    for t in (*leaves, *state_tensors):\n        p = None\n",
         why="a tensor reached twice (argument and module parameter) becomes two inputs, donated twice",
     ),
     Mutant(
@@ -69,5 +72,47 @@ MUTANTS = [
         find="                        state[name] = _recorded_full(shape, 0.0, dtype)\n",
         replace="                        state[name] = _new_tensor(np.zeros(shape, dtype))\n",
         why="an optimizer built inside the step makes its state outside the recording",
+    ),
+    Mutant(
+        id="ownership-not-in-key",
+        file=STATE,
+        find="        keys.append((type(holder).__name__, static, tuple(slots)))\n",
+        replace="        keys.append((type(holder).__name__, static))\n",
+        why="an optimizer that now steps another parameter of the same shapes reuses the old program",
+    ),
+    Mutant(
+        id="grad-presence-not-structural",
+        file=TENSOR,
+        find="            if old is not value:\n                VERSIONS.structure += 1\n",
+        replace="            pass\n",
+        why="setting or clearing a .grad between calls reuses the cached state signature",
+    ),
+    Mutant(
+        id="module-assignment-not-structural",
+        file=MODULE,
+        find="        if new_kind is not None or kind is not None:\n            structure_changed()",
+        replace="        if False:\n            structure_changed()",
+        why="a replaced parameter or submodule keeps being read from the cached (old) tensors",
+    ),
+    Mutant(
+        id="train-eval-not-structural",
+        file=MODULE,
+        find="        structure_changed()  # the training flags are part of a compiled step's key\n",
+        replace="",
+        why="train()/eval() between calls keeps running the program compiled for the other mode",
+    ),
+    Mutant(
+        id="hyper-change-ignored",
+        file=STATE,
+        find="        if cached.hyper == versions.hyper:\n            return cached\n",
+        replace="        return cached\n",
+        why="a new learning rate in param_groups is never copied into the hyper tensor",
+    ),
+    Mutant(
+        id="group-params-untracked",
+        file=VERSIONS,
+        find="            value = TrackedList(value)\n",
+        replace="",
+        why="a group's params list is a plain list: replacing a parameter in it goes unnoticed",
     ),
 ]

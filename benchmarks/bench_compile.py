@@ -148,6 +148,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     import jax
 
+    from hlotrace.runtime import cache
+
+    cache.set_directory("off")  # every repeat must compile: no persistent cache hits
+
     rng = np.random.default_rng(0)
     x_np = rng.standard_normal(SHAPE, dtype=np.float32)
     y_np = rng.uniform(0.0, 1.0, SHAPE).astype(np.float32)

@@ -52,6 +52,9 @@ def pipeline_rows(argv: list[str]) -> tuple[list[list[str]], dict]:
     """Rows ``[pipeline, ms per pass run, ms per 1,000 ops, ops before -> after]`` and a summary."""
     from hlotrace import passes
     from hlotrace.lowering import lower_trace
+    from hlotrace.runtime import cache
+
+    cache.set_directory("off")  # compile_seconds must time XLA, not a load from the disk cache
 
     repeat = int_option(argv, "--repeat", REPEAT)
     step = _transformer_step(small_requested(argv))

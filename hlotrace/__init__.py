@@ -16,6 +16,7 @@ from hlotrace import (
 )
 from hlotrace.errors import BackendError, HlotraceError, LoweringError, OpError, TraceError
 from hlotrace.jit import partial_trace, xla_trace
+from hlotrace.metrics import metrics, metrics_report, reset_metrics
 from hlotrace.serialization import load, save
 from hlotrace.tensor import Parameter, Tensor, tensor
 
@@ -35,10 +36,13 @@ __all__ = [
     "dtypes",
     "functional",
     "load",
+    "metrics",
+    "metrics_report",
     "nn",
     "optim",
     "partial_trace",
     "random",
+    "reset_metrics",
     "save",
     "tensor",
     "xla_trace",

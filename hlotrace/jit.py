@@ -25,6 +25,7 @@ import numpy as np
 from hlotrace import state
 from hlotrace.compiled import CompiledEntry, donation, state_outputs
 from hlotrace.errors import BackendError, TraceError
+from hlotrace.metrics import count
 from hlotrace.ops.registry import _RECORDER
 from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES_ENV
 from hlotrace.random import refusing_draws
@@ -221,6 +222,7 @@ class TracedFunction:
         from hlotrace import lowering, passes, runtime
 
         name = getattr(self.fn, "__name__", "traced")
+        count("recordings")
         # Implicit state the function reads (a random generator's key) becomes a late input,
         # saved in the snapshot so that a failure puts it back too.
         recorder = Recorder(name=name, capture_as_const=self.capture_as_const, on_late_input=snapshot.add)

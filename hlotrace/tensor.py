@@ -12,7 +12,9 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import OpError, ShapeDtypeError, TraceError
+from hlotrace.metrics import _counts as _metric_counts
 from hlotrace.source import user_location
+from hlotrace.versions import VERSIONS
 
 
 class Tensor:
@@ -24,7 +26,7 @@ class Tensor:
         (x * 2).sum().numpy()   # array(6., dtype=float32)
     """
 
-    __slots__ = ("__weakref__", "_device", "_host", "_origin", "grad")
+    __slots__ = ("__weakref__", "_device", "_grad", "_host", "_origin")
     __array_priority__ = 100  # ndarray <op> Tensor defers to Tensor's reflected operators
 
     def __init__(self):
@@ -43,7 +45,7 @@ class Tensor:
         self._host = array
         self._device = None
         self._origin = None
-        self.grad = None
+        self._grad = None
         return self
 
     @classmethod
@@ -53,10 +55,27 @@ class Tensor:
         self._host = None
         self._device = buffer
         self._origin = None
-        self.grad = None
+        self._grad = None
         return self
 
     # -- properties -------------------------------------------------------------------
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient accumulated by ``GradManager.backward`` (None until then)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        old = self._grad
+        # A compiled step's state signature includes every .grad's presence, shape and
+        # dtype: a change there is structural (hlotrace.versions), a new value is not.
+        if old is None or value is None:
+            if old is not value:
+                VERSIONS.structure += 1
+        elif old.shape != value.shape or old.dtype != value.dtype:
+            VERSIONS.structure += 1
+        self._grad = value
+
     @property
     def shape(self) -> tuple[int, ...]:
         return (self._host if self._host is not None else self._device).shape
@@ -77,10 +96,21 @@ class Tensor:
         """The value as a read-only NumPy array (copied from the device once)."""
         if self._host is None:
             array = np.asarray(self._device)
+            _metric_counts["device_to_host_bytes"] += array.nbytes
             if array.flags.writeable:
                 array.flags.writeable = False
             self._host = array
         return self._host
+
+    def block_until_ready(self) -> Tensor:
+        """Wait until the value is computed (a compiled call returns as soon as the executable
+        is enqueued); returns self. A host value is always ready.
+
+        >>> step(x).block_until_ready()   # e.g. before reading a timer
+        """
+        if self._device is not None:
+            self._device.block_until_ready()
+        return self
 
     def __array__(self, dtype=None, copy=None):
         array = self.numpy()
@@ -169,7 +199,7 @@ class Tensor:
         # The host value only: a shared device buffer would be deleted when a compiled step
         # donates this tensor's buffer (its state update), taking the detached copy with it.
         host = self.numpy() if self._device is not None else self._host
-        out._host, out._device, out._origin, out.grad = host, None, self._origin, None
+        out._host, out._device, out._origin, out._grad = host, None, self._origin, None
         from hlotrace.ops.registry import current_recorder
 
         recorder = current_recorder()
@@ -340,7 +370,7 @@ class Parameter(Tensor):
     def __new__(cls, value, dtype=None):
         base = tensor(value, dtype=dtype)
         self = object.__new__(cls)
-        self._host, self._device, self._origin, self.grad = base._host, base._device, user_location(2), None
+        self._host, self._device, self._origin, self._grad = base._host, base._device, user_location(2), None
         return self
 
     def __init__(self, value, dtype=None):

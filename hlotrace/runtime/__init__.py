@@ -1,7 +1,9 @@
 """Runtime: choose a PJRT client, compile StableHLO, execute with buffers kept on device.
 
 ``HLOTRACE_PLATFORM=cpu|cuda`` forces a platform; by default CUDA is used when its PJRT
-plugin and a GPU are present, else the CPU.
+plugin and a GPU are present, else the CPU. ``compile`` looks in an in-process cache, then
+in the persistent compile cache on disk (:mod:`hlotrace.runtime.cache`), then compiles.
+Counters for both caches, compiles, executions and transfers: :mod:`hlotrace.metrics`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hlotrace.errors import BackendError
+from hlotrace.metrics import _counts, count
 
 _PLATFORM_ENV = "HLOTRACE_PLATFORM"
 _client_cache: dict[str, object] = {}
@@ -70,12 +73,14 @@ class Executable:
     device: object
     in_avals: list
     out_avals: list
-    compile_seconds: float
+    compile_seconds: float  # compiling, or loading it from the disk cache
     run: object = field(repr=False, default=None)
     _puts: list = field(repr=False, default_factory=list)
+    from_disk_cache: bool = False
 
     def to_device(self, index: int, array: np.ndarray):
         """Copy argument ``index``'s host array to this executable's device."""
+        _counts["host_to_device_bytes"] += array.nbytes
         return self._puts[index](array)
 
     def hlo_text(self) -> str:
@@ -114,7 +119,9 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     platform: str | None = None,
     disabled_xla_passes: tuple[str, ...] = (),
 ) -> Executable:
-    """Compile StableHLO text (cached by fingerprint, avals, device and options).
+    """Compile StableHLO text (cached by fingerprint, avals, device and options): from the
+    in-process cache, else from the persistent cache on disk (``hlotrace.runtime.cache``),
+    else by XLA (and then stored on disk).
 
     >>> exe = compile(text, [Aval((4,), f32)], [Aval((4,), f32)])
     >>> exe.run([exe.to_device(0, np.ones(4, np.float32))])
@@ -130,19 +137,91 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     key = (module_fingerprint(module_text), tuple(in_avals), tuple(out_avals), str(device), disabled_xla_passes)
     cached = _compile_cache.get(key)
     if cached is not None:
+        _counts["memory_cache_hits"] += 1
         _compile_cache.move_to_end(key)
         return cached
-    start = time.perf_counter()
-    try:
-        loaded = jaxlib_compat.compile_module(client(platform), module_text, device, disabled_xla_passes)
-    except Exception as exc:  # XLA reports compile failures as plain RuntimeError/XlaRuntimeError
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BackendError(f"XLA failed to compile the module: {first}") from exc
-    seconds = time.perf_counter() - start
-    exe = Executable(loaded, device, list(in_avals), list(out_avals), seconds)
-    exe.run = jaxlib_compat.make_executor(loaded, [(a.shape, a.dtype) for a in out_avals], device)
+    count("memory_cache_misses")
+    loaded, seconds, from_disk = _load_or_compile(
+        client(platform), module_text, in_avals, out_avals, device, disabled_xla_passes
+    )
+    exe = Executable(loaded, device, list(in_avals), list(out_avals), seconds, from_disk_cache=from_disk)
+    exe.run = _counted(jaxlib_compat.make_executor(loaded, [(a.shape, a.dtype) for a in out_avals], device))
     exe._puts = [jaxlib_compat.make_host_to_device(a.shape, a.dtype, device) for a in in_avals]
     _compile_cache[key] = exe
     while len(_compile_cache) > COMPILE_CACHE_SIZE:
         _compile_cache.popitem(last=False)
     return exe
+
+
+def _counted(run, counts=_counts):
+    def run_counted(buffers):
+        counts["executions"] += 1
+        return run(buffers)
+
+    return run_counted
+
+
+_library_versions: dict = {}
+
+
+def disk_cache_key(pjrt, module_text: str, in_avals, out_avals, device, disabled_xla_passes=()) -> dict:
+    """The persistent cache's key fields for compiling ``module_text`` on ``device``."""
+    from hlotrace.runtime import cache, jaxlib_compat
+
+    if not _library_versions:
+        _library_versions.update(jaxlib_compat.library_versions())
+    return cache.key_fields(
+        module_text,
+        in_avals,
+        out_avals,
+        platform=jaxlib_compat.client_platform(pjrt),
+        platform_version=jaxlib_compat.platform_version(pjrt),
+        device_kind=jaxlib_compat.device_kind(device),
+        device_count=1,
+        versions=dict(_library_versions),
+        compile_options=jaxlib_compat.compile_options_fingerprint(disabled_xla_passes),
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _load_or_compile(pjrt, module_text, in_avals, out_avals, device, disabled_xla_passes):
+    """(loaded executable, seconds, whether it came from the disk cache)."""
+    from hlotrace.runtime import cache, jaxlib_compat
+
+    fields = None
+    if cache.enabled():
+        fields = disk_cache_key(pjrt, module_text, in_avals, out_avals, device, disabled_xla_passes)
+        data = cache.load(fields)
+        if data is not None:
+            start = time.perf_counter()
+            try:
+                loaded = jaxlib_compat.deserialize_executable(pjrt, data, device, disabled_xla_passes)
+            except Exception as exc:  # an entry this XLA refuses: recompile it
+                cache.reject(fields, f"XLA could not load it: {_first_line(exc)}")
+            else:
+                seconds = time.perf_counter() - start
+                cache.loaded(fields)
+                count("disk_cache_hits")
+                count("disk_cache_load_seconds", seconds)
+                return loaded, seconds, True
+        count("disk_cache_misses")
+    start = time.perf_counter()
+    try:
+        loaded = jaxlib_compat.compile_module(pjrt, module_text, device, disabled_xla_passes)
+    except Exception as exc:  # XLA reports compile failures as plain RuntimeError/XlaRuntimeError
+        raise BackendError(f"XLA failed to compile the module: {_first_line(exc)}") from exc
+    seconds = time.perf_counter() - start
+    count("compiles")
+    count("compile_seconds", seconds)
+    if fields is not None:
+        try:
+            data = jaxlib_compat.serialize_executable(loaded)
+        except Exception as exc:  # some executables may not serialize on some platforms
+            cache.warn_once("serialize", f"an executable could not be serialized ({_first_line(exc)}); not cached")
+        else:
+            cache.store(fields, data)
+    return loaded, seconds, False

@@ -162,6 +162,48 @@ def compile_module(client, module_text: str, device, disabled_xla_passes: tuple[
     return client.compile(module_text.encode(), options)  # pragma: no cover (old jaxlib)
 
 
+def serialize_executable(executable) -> bytes:
+    """The loaded executable as bytes (what jax's persistent cache stores): valid only for
+    the same jaxlib/XLA version, platform and device kind."""
+    if hasattr(executable, "serialize"):
+        return bytes(executable.serialize())
+    return bytes(executable.client.serialize_executable(executable))  # pragma: no cover (old jaxlib)
+
+
+def deserialize_executable(client, data: bytes, device, disabled_xla_passes: tuple[str, ...] = ()):
+    """Load bytes from :func:`serialize_executable` onto ``device``; raises (jaxlib's
+    error) when XLA refuses them."""
+    from jax._src.lib import xla_client as xc
+
+    return client.deserialize_executable(data, xc.DeviceList((device,)), compile_options(disabled_xla_passes))
+
+
+def device_kind(device) -> str:
+    """The device model (``"NVIDIA H100 80GB HBM3"``, ``"cpu"``)."""
+    return str(getattr(device, "device_kind", "") or getattr(device, "platform", ""))
+
+
+def library_versions() -> dict[str, str]:
+    """The jax and jaxlib versions (for cache keys)."""
+    import jax
+    import jaxlib
+
+    return {"jax": str(jax.__version__), "jaxlib": str(getattr(jaxlib, "__version__", "unknown"))}
+
+
+def compile_options_fingerprint(disabled_xla_passes: tuple[str, ...] = ()) -> str:
+    """SHA-256 of the serialized compile options :func:`compile_module` uses (their repr
+    where they cannot be serialized)."""
+    import hashlib
+
+    options = compile_options(disabled_xla_passes)
+    try:
+        data = options.SerializeAsString()
+    except Exception:  # pragma: no cover (jaxlib without it)
+        data = repr((type(options).__name__, disabled_xla_passes)).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
 def compiled_hlo_text(executable) -> str:
     return executable.hlo_modules()[0].to_string()
 

@@ -10,6 +10,7 @@
     hlotrace export step.trace.json -o step.mlirbc                       # portable artifact, composites kept
     hlotrace fuzz --seconds 60                                           # random programs vs every oracle
     hlotrace replay fuzz-out/rule-bug-123.trace.json                     # re-run a saved repro
+    hlotrace cache                                                       # the persistent compile cache
 
 User mistakes (a missing or broken file, an unknown function, a malformed ``--input``, the
 wrong number of inputs, a bad trace file, an hlotrace error while recording or lowering)
@@ -36,7 +37,20 @@ from hlotrace.tools.common import (  # noqa: F401  (re-exported: tests and tools
 )
 
 # One module per command, in the order `hlotrace --help` lists them.
-COMMANDS = ("lower", "rules", "show", "stages", "explain", "diff", "graph", "passes", "export", "fuzz", "replay")
+COMMANDS = (
+    "lower",
+    "rules",
+    "show",
+    "stages",
+    "explain",
+    "diff",
+    "graph",
+    "passes",
+    "export",
+    "fuzz",
+    "replay",
+    "cache",
+)
 
 
 # -- argument parsing -----------------------------------------------------------------------
@@ -62,6 +76,7 @@ examples:
   hlotrace show forward.trace.json --lower
   hlotrace passes
   hlotrace fuzz --seconds 60 --ops matmul,add,exp
+  hlotrace cache clear
 
 Run 'hlotrace COMMAND --help' for a command's options. User errors print one line
 'hlotrace: error: ...' and exit with status 2."""

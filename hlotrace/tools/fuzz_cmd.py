@@ -189,6 +189,10 @@ def run(args) -> int:
         raise CliError("--seconds must be positive")
     if args.jobs < 1:
         raise CliError(f"--jobs must be at least 1, not {args.jobs}")
+    # Random programs never repeat: storing each in the persistent compile cache would only
+    # fill it (and cost a write per program). HLOTRACE_CACHE_DIR set explicitly wins; the
+    # worker processes inherit the setting.
+    os.environ.setdefault("HLOTRACE_CACHE_DIR", "off")
     settings = settings_from(args)
     progress = Progress(args.seconds)
     seconds = args.seconds if args.seconds > 0 else float("inf")

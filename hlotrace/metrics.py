@@ -1,0 +1,103 @@
+"""Process-wide counters: what hlotrace recorded, compiled, cached, ran and moved.
+
+>>> import hlotrace as ht
+>>> ht.metrics()["compiles"]      # a dict of every counter
+>>> print(ht.metrics_report())    # a short table
+>>> from hlotrace.metrics import count, reset_metrics
+
+(``hlotrace.metrics`` is the function ``metrics``; import from the module with ``from
+hlotrace.metrics import ...``.)
+
+Counters (all start at 0 and only grow until :func:`reset_metrics`):
+
+``recordings``
+    function calls recorded into a trace by ``xla_trace``/``partial_trace``.
+``compiles``, ``compile_seconds``
+    XLA compilations and the seconds they took (a disk-cache hit is not a compile).
+``memory_cache_hits``, ``memory_cache_misses``
+    ``runtime.compile`` lookups in the in-process executable cache.
+``disk_cache_hits``, ``disk_cache_misses``, ``disk_cache_errors``, ``disk_cache_load_seconds``
+    lookups in the persistent compile cache (``hlotrace.runtime.cache``) after an
+    in-process miss; errors are entries that were rejected (corrupted, unloadable) and
+    recompiled; the seconds are those spent loading the hits.
+``executions``
+    executable runs.
+``host_to_device_bytes``, ``device_to_host_bytes``
+    bytes of arguments copied to a device, and of device results read back by
+    ``Tensor.numpy()`` (once per tensor).
+
+:func:`count` is on the per-call path: one dict increment, no lock (under threads an
+increment may be lost; the figures are for diagnosis, not accounting).
+"""
+
+from __future__ import annotations
+
+NAMES = (
+    "recordings",
+    "compiles",
+    "compile_seconds",
+    "memory_cache_hits",
+    "memory_cache_misses",
+    "disk_cache_hits",
+    "disk_cache_misses",
+    "disk_cache_errors",
+    "disk_cache_load_seconds",
+    "executions",
+    "host_to_device_bytes",
+    "device_to_host_bytes",
+)
+
+# Mutated in place, never rebound: hot paths may hold a reference to it.
+_counts: dict[str, float] = dict.fromkeys(NAMES, 0)
+
+
+def count(name: str, amount: float = 1) -> None:
+    """Add ``amount`` to counter ``name`` (a new name starts at 0)."""
+    try:
+        _counts[name] += amount
+    except KeyError:
+        _counts[name] = amount
+
+
+def metrics() -> dict[str, float]:
+    """A snapshot of every counter, by name (``NAMES`` first, then any others)."""
+    return dict(_counts)
+
+
+def reset_metrics() -> None:
+    """Set every counter back to 0."""
+    for name in list(_counts):
+        if name in NAMES:
+            _counts[name] = 0
+        else:
+            del _counts[name]
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"  # pragma: no cover
+
+
+def metrics_report() -> str:
+    """A short table of the counters (this process, since the last reset)."""
+    c = _counts
+    rows = [
+        ("recordings", f"{c['recordings']:.0f}"),
+        ("compiles", f"{c['compiles']:.0f} ({c['compile_seconds']:.3f} s)"),
+        ("memory cache hits / misses", f"{c['memory_cache_hits']:.0f} / {c['memory_cache_misses']:.0f}"),
+        (
+            "disk cache hits / misses",
+            f"{c['disk_cache_hits']:.0f} / {c['disk_cache_misses']:.0f}"
+            + (f" ({c['disk_cache_errors']:.0f} rejected)" if c["disk_cache_errors"] else "")
+            + (f" (loading {c['disk_cache_load_seconds']:.3f} s)" if c["disk_cache_hits"] else ""),
+        ),
+        ("executions", f"{c['executions']:.0f}"),
+        ("host -> device", _bytes(c["host_to_device_bytes"])),
+        ("device -> host", _bytes(c["device_to_host_bytes"])),
+    ]
+    rows += [(name, f"{value:g}") for name, value in c.items() if name not in NAMES]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(["hlotrace metrics (this process)"] + [f"  {name:<{width}}  {value}" for name, value in rows])

@@ -17,12 +17,10 @@ back in place on every call (hlotrace.compiled).
 from __future__ import annotations
 
 import functools
-import operator
 import os
 
-import numpy as np
-
-from hlotrace import state
+from hlotrace import recompiles, state
+from hlotrace.arguments import ArrayArgument, flatten, make_rebuild, output_structure, wrap_arrays
 from hlotrace.compiled import CompiledEntry, donation, state_outputs
 from hlotrace.errors import BackendError, TraceError
 from hlotrace.metrics import count
@@ -37,108 +35,24 @@ DUMP_ENV = "HLOTRACE_DUMP_TO"  # also read by hlotrace.lowering.builder on a ver
 _environ = os.environ
 
 
-# -- argument flattening (the per-call hot path) -----------------------------------------
-
-
-def _flatten(obj, leaves: list, key: list, holders: list) -> None:
-    kind = type(obj)
-    if kind is Tensor:
-        leaves.append(obj)
-        key.append(obj.shape)
-        key.append(obj.dtype)
-    elif kind is tuple or kind is list:
-        key.append((kind, len(obj)))
-        for item in obj:
-            _flatten(item, leaves, key, holders)
-    elif kind is dict:
-        names = sorted(obj)
-        key.append((dict, tuple(names)))
-        for name in names:
-            _flatten(obj[name], leaves, key, holders)
-    elif hasattr(kind, "_trace_state"):
-        # A Module / Optimizer / GradManager: its tensors are state (see hlotrace.state).
-        holders.append(obj)
-        key.append((kind, id(obj)))
-    elif isinstance(obj, Tensor):
-        leaves.append(obj)
-        key.append(obj.shape)
-        key.append(obj.dtype)
-    elif kind is np.ndarray:
-        raise _ArrayArgument
-    else:
-        try:
-            hash(obj)
-        except TypeError:
-            raise TraceError(
-                f"argument of type {kind.__name__} is neither a Tensor (or a tuple/list/dict of them) "
-                f"nor a hashable static value; wrap arrays with hlotrace.tensor()"
-            ) from None
-        key.append((kind, obj))
-
-
-class _ArrayArgument(Exception):
-    """A NumPy array among the arguments: wrap them as Tensors and flatten again."""
-
-
-def _wrap_arrays(obj):
-    """Replace NumPy arrays in the argument structure by Tensors (once, on entry)."""
-    kind = type(obj)
-    if kind is np.ndarray:
-        return Tensor._from_array(obj)
-    if kind is tuple or kind is list:
-        return kind(_wrap_arrays(item) for item in obj)
-    if kind is dict:
-        return {name: _wrap_arrays(value) for name, value in obj.items()}
-    return obj
-
-
-def _output_structure(obj, leaves: list):
-    """Flatten outputs: returns a template in which Tensors are replaced by their index."""
-    if isinstance(obj, Tensor):
-        leaves.append(obj)
-        return _OutputSlot(len(leaves) - 1)
-    kind = type(obj)
-    if kind is tuple or kind is list:
-        return kind(_output_structure(item, leaves) for item in obj)
-    if kind is dict:
-        return {name: _output_structure(value, leaves) for name, value in obj.items()}
-    if obj is None or isinstance(obj, bool | int | float | str):
-        return obj
-    raise TraceError(
-        f"a traced function may return Tensors, tuples/lists/dicts of them and plain Python "
-        f"constants; got {type(obj).__name__}"
-    )
-
-
-class _OutputSlot:
-    __slots__ = ("index",)
-
-    def __init__(self, index: int):
-        self.index = index
-
-
-def _make_rebuild(template):
-    """A function list_of_tensors -> the function's return structure."""
-    if isinstance(template, _OutputSlot):
-        return operator.itemgetter(template.index)
-    kind = type(template)
-    if kind is tuple or kind is list:
-        parts = [_make_rebuild(item) for item in template]
-        return lambda outs: kind(part(outs) for part in parts)
-    if kind is dict:
-        parts = {name: _make_rebuild(value) for name, value in template.items()}
-        return lambda outs: {name: part(outs) for name, part in parts.items()}
-    return lambda outs: template
-
-
 # -- compiled entries ---------------------------------------------------------------------
 
 
 class TracedFunction:
     """A function compiled per input signature; see :func:`xla_trace`."""
 
-    def __init__(self, fn, *, capture_as_const: bool = False, platform: str | None = None, passes: str | None = None):
+    def __init__(
+        self,
+        fn,
+        *,
+        capture_as_const: bool = False,
+        platform: str | None = None,
+        passes: str | None = None,
+        explain_recompiles: bool | None = None,
+    ):
         self.fn = fn
+        self.explain_recompiles = explain_recompiles
+        self._signatures: list[dict[str, str]] = []  # recompiles.describe() of each compiled signature
         self.capture_as_const = capture_as_const
         self.platform = platform
         if passes is not None:
@@ -177,11 +91,11 @@ class TracedFunction:
         key = [pipeline]
         holders: list = []
         try:
-            _flatten(args, leaves, key, holders)
+            flatten(args, leaves, key, holders)
             if kwargs:
-                _flatten(kwargs, leaves, key, holders)
-        except _ArrayArgument:
-            return self(*_wrap_arrays(args), **_wrap_arrays(kwargs))
+                flatten(kwargs, leaves, key, holders)
+        except ArrayArgument:
+            return self(*wrap_arrays(args), **wrap_arrays(kwargs))
         # One Tensor object is one input however often the step reaches it (twice among the
         # arguments, as an argument and as a module's parameter, tied weights): the aliasing
         # pattern is part of the key, and so are the shapes/dtypes of every input's .grad.
@@ -200,10 +114,13 @@ class TracedFunction:
         entry = self._cache.get(tuple(key))
         if entry is not None:
             return entry(inputs)
+        signature = recompiles.describe(pipeline, args, kwargs, held, slots)
+        if self._signatures and recompiles.enabled(self.explain_recompiles):
+            recompiles.explain(getattr(self.fn, "__name__", "traced"), user_location(2), signature, self._signatures)
         snapshot = state.Snapshot(inputs)
         num_state = len(held.tensors) if held is not None else 0
         try:
-            return self._record_and_compile(
+            result = self._record_and_compile(
                 tuple(key),
                 args,
                 kwargs,
@@ -212,6 +129,8 @@ class TracedFunction:
                 snapshot,
                 pipeline,
             )
+            self._signatures.append(signature)
+            return result
         except BaseException:
             # The first call runs eagerly and updates state as it goes: a failure (in the
             # function, the lowering or the compiler, or Ctrl-C) puts every tensor back.
@@ -238,7 +157,7 @@ class TracedFunction:
                 trace_inputs.append(recorder.add_input(tensor))
             result = self.fn(*args, **kwargs)
             outputs: list = []
-            template = _output_structure(result, outputs)
+            template = output_structure(result, outputs)
             num_results = len(outputs)
             io = state_outputs(recorder, inputs, donatable, grad_inputs, snapshot, outputs)
             recorder.set_outputs(outputs)
@@ -261,7 +180,7 @@ class TracedFunction:
             ) from exc
         stateless = not io.writes and not io.grad_writes and not grad_inputs and not late
         entry = CompiledEntry(
-            trace, lowered, executable, _make_rebuild(template), num_results, None if stateless else io, late, optimized
+            trace, lowered, executable, make_rebuild(template), num_results, None if stateless else io, late, optimized
         )
         self._cache[key] = entry
         if not kwargs and entry.io is None and len(inputs) == len(args) and all(type(a) is Tensor for a in args):
@@ -352,7 +271,14 @@ def _dump(name: str, index: int, entry: CompiledEntry, text: str, optimized: str
         f.write(entry.executable.hlo_text())
 
 
-def xla_trace(fn=None, *, capture_as_const: bool = False, platform: str | None = None, passes: str | None = None):
+def xla_trace(
+    fn=None,
+    *,
+    capture_as_const: bool = False,
+    platform: str | None = None,
+    passes: str | None = None,
+    explain_recompiles: bool | None = None,
+):
     """Decorator: record on the first call per input signature, then run compiled.
 
     Use bare (``@xla_trace``) or with options (``@xla_trace(capture_as_const=True)``).
@@ -366,8 +292,20 @@ def xla_trace(fn=None, *, capture_as_const: bool = False, platform: str | None =
       lists the passes.
     """
     if fn is None:
-        return functools.partial(xla_trace, capture_as_const=capture_as_const, platform=platform, passes=passes)
-    return TracedFunction(fn, capture_as_const=capture_as_const, platform=platform, passes=passes)
+        return functools.partial(
+            xla_trace,
+            capture_as_const=capture_as_const,
+            platform=platform,
+            passes=passes,
+            explain_recompiles=explain_recompiles,
+        )
+    return TracedFunction(
+        fn,
+        capture_as_const=capture_as_const,
+        platform=platform,
+        passes=passes,
+        explain_recompiles=explain_recompiles,
+    )
 
 
 # partial_trace's backward recomputes the forward, which would draw other random numbers
@@ -382,10 +320,13 @@ _RECOMPUTED_DRAWS = (
 class PartialTracedFunction:
     """A function compiled forward and backward, joined into eager autodiff; see :func:`partial_trace`."""
 
-    def __init__(self, fn, *, platform: str | None = None, passes: str | None = None):
+    def __init__(
+        self, fn, *, platform: str | None = None, passes: str | None = None, explain_recompiles: bool | None = None
+    ):
         self.fn = fn
-        self.forward = TracedFunction(fn, platform=platform, passes=passes)
-        self.backward = TracedFunction(self._backward_program, platform=platform, passes=passes)
+        options = {"platform": platform, "passes": passes, "explain_recompiles": explain_recompiles}
+        self.forward = TracedFunction(fn, **options)
+        self.backward = TracedFunction(self._backward_program, **options)
         self.backward.__name__ = f"{getattr(fn, '__name__', 'traced')}_backward"
         functools.update_wrapper(self, fn)
 
@@ -396,7 +337,7 @@ class PartialTracedFunction:
             return self.fn(*args, **kwargs)  # inside a recording: inline, like xla_trace
         if not TAPES:
             return self.forward(*args, **kwargs)
-        args, kwargs = _wrap_arrays(args), _wrap_arrays(kwargs)
+        args, kwargs = wrap_arrays(args), wrap_arrays(kwargs)
         tapes = TAPES[:]
         TAPES.clear()  # the forward's own ops are not taped: the function is one node
         try:
@@ -405,7 +346,7 @@ class PartialTracedFunction:
         finally:
             TAPES[:] = tapes
         outputs: list = []
-        _output_structure(result, outputs)
+        output_structure(result, outputs)
         inputs = _differentiable_inputs(args, kwargs)
 
         def vjp(cotangents):
@@ -430,7 +371,7 @@ class PartialTracedFunction:
             keys = [tape.watch(t) for t in inputs]
             result = self.fn(*args, **kwargs)
         outputs: list = []
-        _output_structure(result, outputs)
+        output_structure(result, outputs)
         grads = tape.backward(outputs, list(cotangents), keys)
         return [
             g if g is not None else (F.zeros_like(t) if dt.is_floating(t.dtype) else None)
@@ -446,11 +387,13 @@ def _differentiable_inputs(args, kwargs) -> list:
     """Argument tensors then holders' state, each Tensor once (as one tape input)."""
     leaves: list = []
     holders: list = []
-    _flatten((args, kwargs), leaves, [], holders)
+    flatten((args, kwargs), leaves, [], holders)
     return state.distinct_inputs(leaves, state.collect(holders)[1] if holders else ())[0]
 
 
-def partial_trace(fn=None, *, platform: str | None = None, passes: str | None = None):
+def partial_trace(
+    fn=None, *, platform: str | None = None, passes: str | None = None, explain_recompiles: bool | None = None
+):
     """Decorator: compile ``fn``'s forward, and its backward as a second executable, both
     joined into eager autodiff (MegEngine's ``partial_trace``).
 
@@ -471,5 +414,5 @@ def partial_trace(fn=None, *, platform: str | None = None, passes: str | None = 
     (see :func:`xla_trace`).
     """
     if fn is None:
-        return functools.partial(partial_trace, platform=platform, passes=passes)
-    return PartialTracedFunction(fn, platform=platform, passes=passes)
+        return functools.partial(partial_trace, platform=platform, passes=passes, explain_recompiles=explain_recompiles)
+    return PartialTracedFunction(fn, platform=platform, passes=passes, explain_recompiles=explain_recompiles)

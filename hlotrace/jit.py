@@ -31,7 +31,9 @@ from hlotrace.source import user_location
 from hlotrace.tensor import Tensor
 from hlotrace.trace import Recorder, Trace
 
-DUMP_ENV = "HLOTRACE_DUMP_TO"  # also read by hlotrace.lowering.builder on a verifier failure
+DUMP_ENV = "HLOTRACE_DUMP_TO"
+FIRST_CALL_ENV = "HLOTRACE_FIRST_CALL"
+FIRST_CALLS = ("eager", "compiled")  # also read by hlotrace.lowering.builder on a verifier failure
 _environ = os.environ
 
 
@@ -49,9 +51,11 @@ class TracedFunction:
         platform: str | None = None,
         passes: str | None = None,
         explain_recompiles: bool | None = None,
+        first_call: str | None = None,
     ):
         self.fn = fn
         self.explain_recompiles = explain_recompiles
+        self.first_call = _check_first_call(first_call)
         self._signatures: list[dict[str, str]] = []  # recompiles.describe() of each compiled signature
         self.capture_as_const = capture_as_const
         self.platform = platform
@@ -144,7 +148,10 @@ class TracedFunction:
         count("recordings")
         # Implicit state the function reads (a random generator's key) becomes a late input,
         # saved in the snapshot so that a failure puts it back too.
-        recorder = Recorder(name=name, capture_as_const=self.capture_as_const, on_late_input=snapshot.add)
+        abstract = (self.first_call or _check_first_call(_environ.get(FIRST_CALL_ENV) or "eager")) == "compiled"
+        recorder = Recorder(
+            name=name, capture_as_const=self.capture_as_const, on_late_input=snapshot.add, abstract=abstract
+        )
         # Every input is recorded as itself: the function reaches a tensor through its
         # arguments, its holders, a GradManager's watch list or a tied module, and in-place
         # updates and gradients must land in that very object, as they do eagerly.
@@ -187,6 +194,11 @@ class TracedFunction:
             self._flat_cache[(pipeline, *(k for t in inputs for k in (t.shape, t.dtype)))] = entry
         self._last = entry
         _dump(name, len(self._cache), entry, lowered.text(), text if pipeline else None)
+        if abstract:
+            # The recording ran on shapes only and left placeholders in the state it updated:
+            # put every tensor back, then run the program like any later call.
+            snapshot.restore()
+            return entry(inputs)
         return result
 
     # -- inspection ----------------------------------------------------------------------
@@ -240,6 +252,12 @@ class TracedFunction:
         return list(self._cache.values())
 
 
+def _check_first_call(value: str | None) -> str | None:
+    if value is not None and value not in FIRST_CALLS:
+        raise TraceError(f"first_call must be 'eager' or 'compiled' (or ${FIRST_CALL_ENV}), not {value!r}")
+    return value
+
+
 def _refuse_aliased_grads(inputs, grads) -> None:
     """A ``.grad`` that is itself an input, or shared by two inputs, cannot be one input
     read and written back the way the eager run does: refuse it, naming the tensors."""
@@ -278,6 +296,7 @@ def xla_trace(
     platform: str | None = None,
     passes: str | None = None,
     explain_recompiles: bool | None = None,
+    first_call: str | None = None,
 ):
     """Decorator: record on the first call per input signature, then run compiled.
 
@@ -290,6 +309,13 @@ def xla_trace(
       ``"simplify,fuse-reductions,cse,remat{policy=sqrt}"`` (``""`` runs none); default
       $HLOTRACE_PASSES, else ``hlotrace.passes.DEFAULT_PIPELINE``. ``hlotrace passes``
       lists the passes.
+    explain_recompiles: log why each compile after the first happened (the logger
+      ``"hlotrace"``); default $HLOTRACE_EXPLAIN_RECOMPILES.
+    first_call: ``"eager"`` (default; MegEngine's semantics: the first call runs the NumPy
+      references and records) or ``"compiled"``: the first call records from shapes and
+      dtypes only, then compiles and runs the executable, so its results are the compiled
+      ones (much faster for real models; a value needed while recording, ``.numpy()``, is a
+      TraceError). Default $HLOTRACE_FIRST_CALL, else ``"eager"``.
     """
     if fn is None:
         return functools.partial(
@@ -298,6 +324,7 @@ def xla_trace(
             platform=platform,
             passes=passes,
             explain_recompiles=explain_recompiles,
+            first_call=first_call,
         )
     return TracedFunction(
         fn,
@@ -305,6 +332,7 @@ def xla_trace(
         platform=platform,
         passes=passes,
         explain_recompiles=explain_recompiles,
+        first_call=first_call,
     )
 
 
@@ -321,10 +349,21 @@ class PartialTracedFunction:
     """A function compiled forward and backward, joined into eager autodiff; see :func:`partial_trace`."""
 
     def __init__(
-        self, fn, *, platform: str | None = None, passes: str | None = None, explain_recompiles: bool | None = None
+        self,
+        fn,
+        *,
+        platform: str | None = None,
+        passes: str | None = None,
+        explain_recompiles: bool | None = None,
+        first_call: str | None = None,
     ):
         self.fn = fn
-        options = {"platform": platform, "passes": passes, "explain_recompiles": explain_recompiles}
+        options = {
+            "platform": platform,
+            "passes": passes,
+            "explain_recompiles": explain_recompiles,
+            "first_call": first_call,
+        }
         self.forward = TracedFunction(fn, **options)
         self.backward = TracedFunction(self._backward_program, **options)
         self.backward.__name__ = f"{getattr(fn, '__name__', 'traced')}_backward"
@@ -392,7 +431,12 @@ def _differentiable_inputs(args, kwargs) -> list:
 
 
 def partial_trace(
-    fn=None, *, platform: str | None = None, passes: str | None = None, explain_recompiles: bool | None = None
+    fn=None,
+    *,
+    platform: str | None = None,
+    passes: str | None = None,
+    explain_recompiles: bool | None = None,
+    first_call: str | None = None,
 ):
     """Decorator: compile ``fn``'s forward, and its backward as a second executable, both
     joined into eager autodiff (MegEngine's ``partial_trace``).
@@ -414,5 +458,13 @@ def partial_trace(
     (see :func:`xla_trace`).
     """
     if fn is None:
-        return functools.partial(partial_trace, platform=platform, passes=passes, explain_recompiles=explain_recompiles)
-    return PartialTracedFunction(fn, platform=platform, passes=passes, explain_recompiles=explain_recompiles)
+        return functools.partial(
+            partial_trace,
+            platform=platform,
+            passes=passes,
+            explain_recompiles=explain_recompiles,
+            first_call=first_call,
+        )
+    return PartialTracedFunction(
+        fn, platform=platform, passes=passes, explain_recompiles=explain_recompiles, first_call=first_call
+    )

@@ -17,6 +17,16 @@ from hlotrace.source import user_location
 from hlotrace.versions import VERSIONS
 
 
+class AbstractValue:
+    """What an op's output holds while a function is recorded without values
+    (``xla_trace(first_call='compiled')``): its shape and dtype only."""
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
+        self.shape, self.dtype = shape, dtype
+
+
 class Tensor:
     """A dense array of one of the supported dtypes (see :mod:`hlotrace.dtypes`).
 
@@ -43,6 +53,16 @@ class Tensor:
             array.flags.writeable = False
         self = object.__new__(cls)
         self._host = array
+        self._device = None
+        self._origin = None
+        self._grad = None
+        return self
+
+    @classmethod
+    def _abstract(cls, shape, dtype) -> Tensor:
+        """A tensor with a shape and dtype but no value (a ``first_call='compiled'`` recording)."""
+        self = object.__new__(cls)
+        self._host = AbstractValue(tuple(shape), np.dtype(dtype))
         self._device = None
         self._origin = None
         self._grad = None
@@ -94,12 +114,21 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """The value as a read-only NumPy array (copied from the device once)."""
-        if self._host is None:
+        host = self._host
+        if host is None:
             array = np.asarray(self._device)
             _metric_counts["device_to_host_bytes"] += array.nbytes
             if array.flags.writeable:
                 array.flags.writeable = False
             self._host = array
+        elif type(host) is AbstractValue:
+            loc = user_location(2)
+            raise TraceError(
+                f"a tensor of shape {host.shape} and dtype {host.dtype} has no value while recording with "
+                f"first_call='compiled' (only shapes and dtypes are known until the program runs)"
+                + (f" at {loc}" if loc else "")
+                + "; compute with tensor ops, or record with xla_trace(first_call='eager')"
+            )
         return self._host
 
     def block_until_ready(self) -> Tensor:

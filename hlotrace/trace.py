@@ -272,9 +272,11 @@ class Recorder:
     after ``on_late_input(tensor)`` is told (xla_trace saves its value there).
     """
 
-    def __init__(self, name: str = "main", capture_as_const: bool = False, on_late_input=None):
+    def __init__(self, name: str = "main", capture_as_const: bool = False, on_late_input=None, abstract=False):
         self.trace = Trace(name=name)
         self.capture_as_const = capture_as_const
+        # Record from shapes and dtypes only (ops run their inference, not their reference).
+        self.abstract = abstract
         self.on_late_input = on_late_input
         self.late_inputs: list = []  # implicit state tensors bound as inputs, in order
         self._var_of: dict[int, int] = {}

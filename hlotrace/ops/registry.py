@@ -187,16 +187,20 @@ def apply(op: OpDef, *inputs, **attrs):
     except TypeError as exc:  # unexpected/missing keyword attributes
         raise _op_error(op, f"bad attributes {sorted(attrs)}: {exc}", avals) from None
 
-    arrays = [t.numpy() for t in tensors]
-    try:
-        with np.errstate(all="ignore"):
-            result = op.reference(*arrays, **attrs)
-    except (ValueError, ArithmeticError, IndexError) as exc:  # data-dependent refusals
-        raise _op_error(op, str(exc), avals) from None
-    out = _as_output(op, result, out_aval)
+    recorder = _RECORDER.get()
+    if recorder is not None and recorder.abstract:
+        # first_call='compiled': inference only; the compiled program computes the value.
+        out = Tensor._abstract(out_aval.shape, out_aval.dtype)
+    else:
+        arrays = [t.numpy() for t in tensors]
+        try:
+            with np.errstate(all="ignore"):
+                result = op.reference(*arrays, **attrs)
+        except (ValueError, ArithmeticError, IndexError) as exc:  # data-dependent refusals
+            raise _op_error(op, str(exc), avals) from None
+        out = _as_output(op, result, out_aval)
 
     location = user_location(2)
-    recorder = _RECORDER.get()
     if recorder is not None:
         for i in converted:
             recorder.add_constant(tensors[i])

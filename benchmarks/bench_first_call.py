@@ -1,0 +1,120 @@
+"""The first call of a CNN training step: ``first_call="eager"`` vs ``"compiled"`` (issue 20).
+
+The step: a 3-conv CNN (conv3x3 BN ReLU maxpool x3, linear) on a batch of 64 3x32x32
+images, cross-entropy, backward, AdamW. ``"eager"`` runs the step in NumPy while it
+records, then compiles; ``"compiled"`` records from shapes and dtypes only, compiles and
+runs the executable. Each repeat is a fresh ``xla_trace`` function on a fresh model with
+the in-process compile cache cleared and the persistent cache off, so both sides compile.
+The two candidates alternate; the first call blocks on its loss.
+
+Issue target: eager / compiled >= 3 on the CPU.
+
+    .venv/bin/python -m benchmarks.bench_first_call [--repeat N]
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from benchmarks.common import fmt_ratio, fmt_time, int_option, main_args, print_header, print_table
+
+TARGET = 3.0
+REPEAT = 3
+BATCH, CHANNELS, SIZE, CLASSES = 64, 3, 32, 10
+WIDTHS = (32, 64, 128)
+
+
+def _model():
+    import hlotrace.functional as F
+    from hlotrace import nn
+
+    class CNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            widths = (CHANNELS, *WIDTHS)
+            self.convs = nn.Sequential(
+                *[
+                    nn.Sequential(
+                        nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b), nn.ReLU(), nn.MaxPool2d(2)
+                    )
+                    for a, b in itertools.pairwise(widths)
+                ]
+            )
+            self.fc = nn.Linear(WIDTHS[-1] * (SIZE // 8) ** 2, CLASSES)
+
+        def forward(self, x):
+            x = self.convs(x)
+            return self.fc(F.reshape(x, (x.shape[0], -1)))
+
+    return CNN()
+
+
+def _first_call(first_call: str, images, labels) -> tuple[float, float]:
+    """(seconds of the first call, of which XLA compile seconds)."""
+    import hlotrace.functional as F
+    from hlotrace import metrics, nn, optim, reset_metrics, runtime
+    from hlotrace.autodiff import GradManager
+    from hlotrace.jit import xla_trace
+
+    nn.init.seed(0)
+    net = _model()
+    opt = optim.AdamW(net.parameters(), lr=1e-3)
+    gm = GradManager().attach(net.parameters())
+
+    @xla_trace(first_call=first_call)
+    def step(x, y, net, opt, gm):
+        with gm:
+            loss = F.cross_entropy(net(x), y)
+            gm.backward(loss)
+        opt.step().clear_grad()
+        return loss
+
+    runtime._compile_cache.clear()
+    reset_metrics()
+    start = time.perf_counter()
+    step(images, labels, net, opt, gm).block_until_ready()
+    return time.perf_counter() - start, metrics()["compile_seconds"]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    argv = main_args(argv)
+    repeat = int_option(argv, "--repeat", REPEAT)
+    print_header(
+        f"first call of a 3-conv CNN step (batch {BATCH} of {CHANNELS}x{SIZE}x{SIZE}, AdamW)",
+        "benchmarks.bench_first_call",
+        argv,
+    )
+    import hlotrace as ht
+    from hlotrace.runtime import cache
+
+    cache.set_directory("off")
+    rng = np.random.default_rng(0)
+    images = ht.tensor(rng.standard_normal((BATCH, CHANNELS, SIZE, SIZE)).astype(np.float32))
+    labels = ht.tensor(rng.integers(0, CLASSES, BATCH).astype(np.int32))
+    times: dict[str, list[tuple[float, float]]] = {"eager": [], "compiled": []}
+    for _ in range(repeat):
+        for mode in times:
+            times[mode].append(_first_call(mode, images, labels))
+    rows = []
+    for mode, runs in times.items():
+        total = statistics.median(t for t, _ in runs)
+        compile_s = statistics.median(c for _, c in runs)
+        rows.append([f'first_call="{mode}"', fmt_time(total), fmt_time(compile_s), fmt_time(total - compile_s)])
+    print_table(["first call", "median", "XLA compile", "the rest"], rows, title=f"{repeat} fresh functions each")
+    eager = statistics.median(t for t, _ in times["eager"])
+    compiled = statistics.median(t for t, _ in times["compiled"])
+    ratio = eager / compiled
+    met = "met" if ratio >= TARGET else "NOT met"
+    print(f"eager / compiled first call {fmt_ratio(ratio)}; target >= {TARGET:g}: {met}")
+    print()
+    return {"bench": "first_call", "eager_s": eager, "compiled_s": compiled, "ratio": ratio, "target": TARGET}
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

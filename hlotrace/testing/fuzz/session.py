@@ -62,6 +62,7 @@ class Outcome:
     shrunk_size: int | None = None
     shrink_checks: int = 0
     not_generated: str | None = None  # why the generator could not build this program
+    metrics: dict = field(default_factory=dict)  # hlotrace.metrics() counters this program moved
 
 
 @dataclass
@@ -78,12 +79,14 @@ class Report:
     examples: dict = field(default_factory=dict)  # class -> first Outcome of that class
     not_generated: int = 0
     not_generated_example: Outcome | None = None  # the first one, with its seed and why
+    metrics: Counter = field(default_factory=Counter)  # summed over the programs (every worker)
 
     @property
     def bugs(self) -> int:
         return sum(self.classes[c] for c in BUGS)
 
     def add(self, outcome: Outcome) -> None:
+        self.metrics.update(outcome.metrics)
         if outcome.not_generated is not None:
             self.not_generated += 1
             self.not_generated_example = self.not_generated_example or outcome
@@ -119,6 +122,13 @@ class Report:
         if self.skipped:
             top = ", ".join(f"{reason} ({n})" for reason, n in self.skipped.most_common(3))
             lines.append(f"oracles skipped: {top}")
+        m = self.metrics
+        if m:
+            lines.append(
+                f"work (hlotrace.metrics, all workers): {m['compiles']:.0f} XLA compiles "
+                f"({m['compile_seconds']:.1f} s), {m['executions']:.0f} executions, "
+                f"{m['memory_cache_hits']:.0f} in-process compile-cache hits"
+            )
         return "\n".join(lines)
 
 
@@ -171,7 +181,18 @@ def _init_worker(settings: Settings) -> None:
 
 
 def run_one(settings: Settings, index: int) -> Outcome:
-    """Generate, check and (on a finding worth saving) shrink and save program ``index``."""
+    """Generate, check and (on a finding worth saving) shrink and save program ``index``;
+    the outcome carries the hlotrace.metrics counters the work moved (summed in the report)."""
+    from hlotrace.metrics import metrics
+
+    before = metrics()
+    outcome = _run_one(settings, index)
+    after = metrics()
+    outcome.metrics = {name: after[name] - before.get(name, 0) for name in after if after[name] != before.get(name, 0)}
+    return outcome
+
+
+def _run_one(settings: Settings, index: int) -> Outcome:
     from hlotrace.testing.fuzz.generate import GeneratorError, generate
     from hlotrace.testing.fuzz.shrink import describe, shrink
 

@@ -44,15 +44,14 @@ class CompiledEntry:
 
     def __call__(self, inputs):
         exe = self.executable
-        buffers = []
-        for index, tensor in enumerate(inputs):
-            buffer = tensor._device
-            if buffer is None:
-                buffer = tensor._device = exe.to_device(index, tensor._host)
-            buffers.append(buffer)
+        buffers = [t._device for t in inputs]
+        for index, buffer in enumerate(buffers):
+            if buffer is None:  # a host value: copied to the device once, and kept there
+                tensor = inputs[index]
+                buffers[index] = tensor._device = exe.to_device(index, tensor._host)
         io = self.io
         if io is None:
-            return self.rebuild([_from_device(b) for b in exe.run(buffers)])
+            return self.rebuild(list(map(_from_device, exe.run(buffers))))
         grads = [inputs[i].grad for i in io.grad_inputs]
         late = self.late
         for index, tensor in enumerate((*grads, *late), start=len(buffers)):

@@ -101,3 +101,39 @@ class TrackedGroup(dict):
     def __ior__(self, other):
         self.update(other)
         return self
+
+
+class GroupList(TrackedList):
+    """An optimizer's ``param_groups``: a group dict put in by hand (``opt.param_groups[0] =
+    {...}``) becomes a :class:`TrackedGroup` too, so its later changes are seen."""
+
+    __slots__ = ()
+
+    def __setitem__(self, index, value):
+        if isinstance(index, slice):
+            value = [_tracked(v) for v in value]
+        else:
+            value = _tracked(value)
+        TrackedList.__setitem__(self, index, value)
+
+    def append(self, value):
+        TrackedList.append(self, _tracked(value))
+
+    def insert(self, index, value):
+        TrackedList.insert(self, index, _tracked(value))
+
+    def extend(self, values):
+        TrackedList.extend(self, [_tracked(v) for v in values])
+
+    def __iadd__(self, values):
+        self.extend(values)
+        return self
+
+
+def _tracked(group):
+    if isinstance(group, dict) and not isinstance(group, TrackedGroup):
+        tracked = TrackedGroup()
+        for key, value in group.items():
+            tracked[key] = value
+        return tracked
+    return group

@@ -120,6 +120,13 @@ def _swap_optimized_parameter(i, net, opt, gm):
         opt.state[new] = opt.state.pop(old)
 
 
+def _replace_group_then_change_lr(i, net, opt, gm):
+    if i == 1:
+        opt.param_groups[0] = dict(opt.param_groups[0], lr=0.05)  # a plain dict put in by hand
+    if i == 3:
+        opt.param_groups[0]["lr"] = 0.2  # ... whose later changes are seen too
+
+
 def _eval_then_train(i, net, opt, gm):
     net.train(i % 2 == 0)
 
@@ -138,6 +145,7 @@ def _momentum_switched_on(i, net, opt, gm):
         (_add_group, 2),
         (_set_grad, 2),  # the grad is an input on one call only (another signature)
         (_eval_then_train, 2),
+        (_replace_group_then_change_lr, 1),
         (_momentum_switched_on, 2),
     ],
 )

@@ -9,7 +9,7 @@ from hlotrace import dtypes as dt
 from hlotrace.errors import HlotraceError, TraceError
 from hlotrace.ops.registry import current_recorder
 from hlotrace.tensor import Tensor
-from hlotrace.versions import TrackedGroup, TrackedList, structure_changed
+from hlotrace.versions import GroupList, TrackedGroup, structure_changed
 
 __all__ = ["Optimizer"]
 
@@ -58,7 +58,7 @@ class Optimizer:
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
         # Tracked: a change to the groups is seen by compiled steps in O(1) (hlotrace.versions).
-        self.param_groups: list[dict] = TrackedList()
+        self.param_groups: list[dict] = GroupList()
         # Tensor (identity hash) -> {state name: Tensor}
         self.state: dict[Tensor, dict[str, Tensor]] = {}
         self._hyper: list[dict[str, Tensor]] = []  # per group: name -> 0-d hyper tensor

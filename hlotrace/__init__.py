@@ -1,7 +1,8 @@
 """hlotrace: record eager NumPy-backed programs, lower them to StableHLO, run them via PJRT.
 
 >>> import hlotrace as ht
->>> from hlotrace.jit import partial_trace, xla_trace
+>>> from hlotrace.interop import from_dlpack
+from hlotrace.jit import partial_trace, xla_trace
 >>> @xla_trace
 ... def f(x):
 ...     return (x * 2).sum()
@@ -15,6 +16,7 @@ from hlotrace import (
     random,
 )
 from hlotrace.errors import BackendError, HlotraceError, LoweringError, OpError, TraceError
+from hlotrace.interop import from_dlpack
 from hlotrace.jit import partial_trace, xla_trace
 from hlotrace.metrics import metrics, metrics_report, reset_metrics
 from hlotrace.serialization import load, save
@@ -34,6 +36,7 @@ __all__ = [
     "Tensor",
     "TraceError",
     "dtypes",
+    "from_dlpack",
     "functional",
     "load",
     "metrics",

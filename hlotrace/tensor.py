@@ -112,6 +112,13 @@ class Tensor:
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
+    @property
+    def sharding(self):
+        """Its ``hlotrace.distributed.NamedSharding`` when laid out across a mesh, else None."""
+        from hlotrace.distributed.placement import sharding_of
+
+        return sharding_of(self)
+
     def numpy(self) -> np.ndarray:
         """The value as a read-only NumPy array (copied from the device once)."""
         host = self._host
@@ -140,6 +147,17 @@ class Tensor:
         if self._device is not None:
             self._device.block_until_ready()
         return self
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export (``np.from_dlpack(t)``, ``torch.from_dlpack(t)``): see hlotrace.interop."""
+        from hlotrace.interop import to_dlpack
+
+        return to_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from hlotrace.interop import dlpack_device
+
+        return dlpack_device(self)
 
     def __array__(self, dtype=None, copy=None):
         array = self.numpy()

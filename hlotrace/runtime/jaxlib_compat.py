@@ -453,3 +453,20 @@ def apply_native_patterns(operation, patterns, max_iterations: int) -> None:
         config.enable_constant_cse = False
         config.max_iterations = max_iterations
         rewrite.apply_patterns_and_fold_greedily(operation, pattern_set.freeze(), config)
+
+
+# ---------------------------------------------------------------------------------------
+# DLPack (hlotrace.interop)
+# ---------------------------------------------------------------------------------------
+
+
+def array_from_dlpack(obj):
+    """A jax Array viewing ``obj``'s device memory (any ``__dlpack__`` producer)."""
+    import jax.dlpack
+
+    return jax.dlpack.from_dlpack(obj)
+
+
+def buffer_platform(buffer) -> str:
+    """'cpu', 'cuda', ... for a device buffer (a jax Array)."""
+    return next(iter(buffer.devices())).platform

@@ -50,6 +50,7 @@ COMMANDS = (
     "fuzz",
     "replay",
     "cache",
+    "bisect",
 )
 
 

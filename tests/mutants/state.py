@@ -41,8 +41,8 @@ MUTANTS = [
     Mutant(
         id="no-restore-on-failure",
         file=JIT,
-        find="            snapshot.restore()\n",
-        replace="            pass\n",
+        find="            # function, the lowering or the compiler, or Ctrl-C) puts every tensor back.\n            snapshot.restore()\n",
+        replace="            # function, the lowering or the compiler, or Ctrl-C) puts every tensor back.\n            pass\n",
         why="a failure while recording leaves the state half-updated by the eager run",
     ),
     Mutant(
@@ -72,6 +72,13 @@ MUTANTS = [
         find="                        state[name] = _recorded_full(shape, 0.0, dtype)\n",
         replace="                        state[name] = _new_tensor(np.zeros(shape, dtype))\n",
         why="an optimizer built inside the step makes its state outside the recording",
+    ),
+    Mutant(
+        id="abstract-recording-not-restored",
+        file=JIT,
+        find="            # put every tensor back, then run the program like any later call.\n            snapshot.restore()\n",
+        replace="            # put every tensor back, then run the program like any later call.\n",
+        why="first_call='compiled' leaves shape-only placeholders in the state the recording updated",
     ),
     Mutant(
         id="ownership-not-in-key",

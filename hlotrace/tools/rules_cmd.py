@@ -25,7 +25,8 @@ examples:
   hlotrace rules
   hlotrace rules --json | python -c 'import json,sys; print(json.load(sys.stdin)["missing_rules"])'
   hlotrace rules --json | python -c 'import json,sys; print([o["op"] for o in json.load(sys.stdin)["ops"] if o["has_vjp"]])'
-  hlotrace rules > /dev/null || echo 'some op lacks a rule or a property test'"""
+  hlotrace rules > /dev/null || echo 'some op lacks a rule or a property test'
+  hlotrace rules --matrix          # op x dtype x platform: tested, rule only, no rule, refused"""
 
 
 def add_parser(sub, formatter) -> None:
@@ -37,12 +38,23 @@ def add_parser(sub, formatter) -> None:
         formatter_class=formatter,
     )
     rules.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    rules.add_argument(
+        "--matrix",
+        action="store_true",
+        help="the support matrix instead: op x dtype (probed with each op's inference) x platform (cpu/cuda)",
+    )
     rules.set_defaults(handler=run)
 
 
 def run(args) -> int:
     from hlotrace.tools.common import _write_stdout
 
+    if args.matrix:
+        from hlotrace.tools import rules_matrix
+
+        report = rules_matrix.matrix()
+        _write_stdout(json.dumps(report, indent=1) if args.json else rules_matrix.text(report))
+        return 0
     return run_rules(args, _write_stdout)
 
 

@@ -355,6 +355,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None):
 from hlotrace.ops.activation import *  # noqa: E402, F403
 from hlotrace.ops.barrier import *  # noqa: E402, F403
 from hlotrace.ops.bitwise import *  # noqa: E402, F403
+from hlotrace.ops.control_flow import *  # noqa: E402, F403
 from hlotrace.ops.conv import *  # noqa: E402, F403
 from hlotrace.ops.gather import *  # noqa: E402, F403
 from hlotrace.ops.layout import *  # noqa: E402, F403

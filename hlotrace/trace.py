@@ -4,7 +4,8 @@ A Trace is a flat SSA program: ``vars`` (id → shape/dtype), ``inputs`` and ``o
 (var ids), ``constants`` (var id → array) and ``records`` (one :class:`OpRecord` per op
 application, in execution order, each with the user's source location).
 
-File format (schema ``hlotrace.trace``, version 1): a JSON document
+File format (schema ``hlotrace.trace``, version 2; version 1 files, which have no regions,
+still load): a JSON document
 
     {"schema": "hlotrace.trace", "version": 1, "name": "fused_softmax",
      "vars": [{"id": 0, "shape": [64, 1000], "dtype": "float32"}, ...],
@@ -15,7 +16,10 @@ File format (schema ``hlotrace.trace``, version 1): a JSON document
                   "location": {"file": "model.py", "line": 12, "function": "f"}}, ...]}
 
 Scalar constants are stored inline; larger ones in a sibling ``.npz`` file whose keys the
-JSON names. A dtype attribute is written as ``{"__dtype__": "float32"}``. Tuples in attributes are written as JSON lists and read back as tuples; NaN and
+JSON names. A dtype attribute is written as ``{"__dtype__": "float32"}``. A control-flow record's
+region (:class:`Region`, see :mod:`hlotrace.regions`) is an attribute written as
+``{"__region__": {"params": [7, 8], "records": [...], "results": [9]}}``: its vars are in the
+trace's one ``vars`` list, its records have the records' format. Tuples in attributes are written as JSON lists and read back as tuples; NaN and
 infinities use Python's JSON extensions (``NaN``, ``Infinity``).
 """
 
@@ -37,7 +41,10 @@ from hlotrace.source import SourceLocation
 from hlotrace.state import is_implicit
 
 SCHEMA = "hlotrace.trace"
-SCHEMA_VERSION = 1
+# OpDef.tags entry of ops whose attributes hold Regions (control flow, hlotrace.ops.control_flow).
+REGIONS_TAG = "regions"
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,71 @@ class OpRecord:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     location: SourceLocation | None = None
+
+
+@dataclass(eq=False)
+class Region:
+    """A closed sub-program of a control-flow record: ``results = f(*params)``.
+
+    ``params`` and ``results`` are var ids and ``records`` its ops, all in the var table of
+    ``table`` (the Trace the region lives in, whose ``constants`` it may read). Tensors the
+    recorded callable closed over are trailing params, fed by the record's trailing inputs.
+    """
+
+    params: tuple[int, ...]
+    records: list[OpRecord]
+    results: tuple[int, ...]
+    table: Trace
+
+    def __repr__(self) -> str:
+        return f"Region({len(self.params)} params, {len(self.records)} records, {len(self.results)} results)"
+
+
+def adopt_regions(attrs: dict, table: Trace) -> dict:
+    """``attrs`` with every Region that lives in another var table copied into ``table``
+    (its vars renumbered, the constants it reads copied)."""
+    if not any(_regions_of(v) for v in attrs.values()):
+        return attrs
+    mapping: dict[int, dict[int, int]] = {}
+    return {k: _moved(v, table, mapping) for k, v in attrs.items()}
+
+
+def _regions_of(value) -> list:
+    if isinstance(value, Region):
+        return [value]
+    if isinstance(value, tuple):
+        return [r for v in value for r in _regions_of(v)]
+    return []
+
+
+def _moved(value, table: Trace, mapping: dict):
+    if isinstance(value, tuple):
+        return tuple(_moved(v, table, mapping) for v in value)
+    if not isinstance(value, Region) or value.table is table:
+        return value
+    source = value.table
+    renumbered = mapping.setdefault(id(source), {})  # regions from several tables may meet
+
+    def var(v: int) -> int:
+        new = renumbered.get(v)
+        if new is None:
+            old = source.vars[v]
+            new = renumbered[v] = table.new_var(old.shape, old.dtype)
+            if v in source.constants:
+                table.constants[new] = source.constants[v]
+        return new
+
+    records = [
+        OpRecord(
+            r.op,
+            {k: _moved(a, table, mapping) for k, a in r.attrs.items()},
+            tuple(map(var, r.inputs)),
+            tuple(map(var, r.outputs)),
+            r.location,
+        )
+        for r in value.records
+    ]
+    return Region(tuple(map(var, value.params)), records, tuple(map(var, value.results)), table)
 
 
 @dataclass
@@ -98,6 +170,7 @@ class Trace:
             attrs = ", ".join(f"{k}={v!r}" for k, v in rec.attrs.items())
             where = f"  # {rec.location.short()}" if rec.location else ""
             lines.append(f"  {outs} = {rec.op}({ins}{', ' if attrs and ins else ''}{attrs}){where}   [{index}]")
+            lines.extend(_region_lines(self, rec, "    "))
         lines.append(f"  return {', '.join(f'%{v}' for v in self.outputs)}")
         return "\n".join(lines)
 
@@ -122,16 +195,7 @@ class Trace:
             "inputs": list(self.inputs),
             "outputs": list(self.outputs),
             "constants": constants,
-            "records": [
-                {
-                    "op": r.op,
-                    "attrs": _attrs_to_json(r.attrs),
-                    "inputs": list(r.inputs),
-                    "outputs": list(r.outputs),
-                    "location": r.location._asdict() if r.location else None,
-                }
-                for r in self.records
-            ],
+            "records": [_record_to_json(r) for r in self.records],
         }
         if self.backward:
             doc["backward"] = sorted(self.backward)
@@ -154,9 +218,10 @@ class Trace:
     def from_json(cls, doc: dict, arrays: dict[str, np.ndarray] | None = None) -> Trace:
         if doc.get("schema") != SCHEMA:
             raise TraceError(f"not an hlotrace trace (schema {doc.get('schema')!r}, expected {SCHEMA!r})")
-        if doc.get("version") != SCHEMA_VERSION:
+        if doc.get("version") not in READABLE_VERSIONS:
             raise TraceError(
-                f"trace schema version {doc.get('version')} is not supported (this hlotrace reads {SCHEMA_VERSION})"
+                f"trace schema version {doc.get('version')} is not supported (this hlotrace reads "
+                f"{', '.join(map(str, READABLE_VERSIONS))})"
             )
         trace = cls(name=doc["name"])
         for v in doc["vars"]:
@@ -177,17 +242,7 @@ class Trace:
         trace.backward = set(doc.get("backward", ()))
         trace.scopes = {int(i): (str(name), int(n)) for i, name, n in doc.get("scopes", ())}
         trace.paths = {int(i): str(path) for i, path in doc.get("paths", ())}
-        for r in doc["records"]:
-            loc = r.get("location")
-            trace.records.append(
-                OpRecord(
-                    op=r["op"],
-                    attrs=_attrs_from_json(r["attrs"]),
-                    inputs=tuple(r["inputs"]),
-                    outputs=tuple(r["outputs"]),
-                    location=SourceLocation(**loc) if loc else None,
-                )
-            )
+        trace.records.extend(_record_from_json(r, trace) for r in doc["records"])
         return trace
 
     @classmethod
@@ -206,7 +261,31 @@ class Trace:
         return cls.from_json(doc, arrays)
 
 
+def _record_to_json(r: OpRecord) -> dict:
+    return {
+        "op": r.op,
+        "attrs": _attrs_to_json(r.attrs),
+        "inputs": list(r.inputs),
+        "outputs": list(r.outputs),
+        "location": r.location._asdict() if r.location else None,
+    }
+
+
+def _record_from_json(r: dict, trace: Trace) -> OpRecord:
+    loc = r.get("location")
+    return OpRecord(
+        op=r["op"],
+        attrs=_attrs_from_json(r["attrs"], trace),
+        inputs=tuple(r["inputs"]),
+        outputs=tuple(r["outputs"]),
+        location=SourceLocation(**loc) if loc else None,
+    )
+
+
 def _attrs_to_json(value):
+    if isinstance(value, Region):
+        region = {"params": list(value.params), "records": [_record_to_json(r) for r in value.records]}
+        return {"__region__": {**region, "results": list(value.results)}}
     if isinstance(value, dict):
         return {k: _attrs_to_json(v) for k, v in value.items()}
     if isinstance(value, tuple | list):
@@ -218,14 +297,35 @@ def _attrs_to_json(value):
     return value
 
 
-def _attrs_from_json(value):
+def _attrs_from_json(value, trace: Trace):
     if isinstance(value, dict):
         if set(value) == {"__dtype__"}:
             return dt.canonicalize(value["__dtype__"])
-        return {k: _attrs_from_json(v) for k, v in value.items()}
+        if set(value) == {"__region__"}:
+            region = value["__region__"]
+            records = [_record_from_json(r, trace) for r in region["records"]]
+            return Region(tuple(region["params"]), records, tuple(region["results"]), trace)
+        return {k: _attrs_from_json(v, trace) for k, v in value.items()}
     if isinstance(value, list):
-        return tuple(_attrs_from_json(v) for v in value)
+        return tuple(_attrs_from_json(v, trace) for v in value)
     return value
+
+
+def _region_lines(trace: Trace, rec: OpRecord, indent: str) -> list[str]:
+    """The regions of a control-flow record, indented below it (``Trace.__str__``)."""
+    lines = []
+    for name, value in rec.attrs.items():
+        for k, region in enumerate(_regions_of(value)):
+            label = name if isinstance(value, Region) else f"{name}[{k}]"
+            lines.append(f"{indent}{label}({', '.join(_var_str(trace, v) for v in region.params)}):")
+            for index, inner in enumerate(region.records):
+                outs = ", ".join(_var_str(trace, v) for v in inner.outputs)
+                ins = ", ".join(f"%{v}" for v in inner.inputs)
+                where = f"  # {inner.location.short()}" if inner.location else ""
+                lines.append(f"{indent}  {outs} = {inner.op}({ins}){where}   [{index}]")
+                lines.extend(_region_lines(trace, inner, indent + "    "))
+            lines.append(f"{indent}  return {', '.join(f'%{v}' for v in region.results)}")
+    return lines
 
 
 def _var_str(trace: Trace, var_id: int) -> str:
@@ -361,8 +461,12 @@ class Recorder:
         self.assigned[id(tensor)] = tensor
 
     def record(self, op: OpDef, attrs: dict, inputs, outputs, location) -> None:
+        """``outputs``: the output Tensor, or a tuple of them (a control-flow op's)."""
+        if REGIONS_TAG in op.tags:
+            attrs = adopt_regions(attrs, self.trace)
         in_ids = tuple(self.var_of(t, f"op {op.name}", location) for t in inputs)
-        out_ids = tuple(self._bind(t, self.trace.new_var(t.shape, t.dtype)) for t in (outputs,))
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        out_ids = tuple(self._bind(t, self.trace.new_var(t.shape, t.dtype)) for t in outputs)
         if BACKWARD_DEPTH[0]:
             self.trace.backward.add(len(self.trace.records))
         if SCOPES:

@@ -4,6 +4,7 @@ from hlotrace.ops import (  # noqa: F401
     activation,
     barrier,
     bitwise,
+    control_flow,
     conv,
     creation,
     elementwise,

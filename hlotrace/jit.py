@@ -22,6 +22,7 @@ import os
 from hlotrace import recompiles, state
 from hlotrace.arguments import ArrayArgument, flatten, make_rebuild, output_structure, wrap_arrays
 from hlotrace.compiled import CompiledEntry, donation, state_outputs
+from hlotrace.distributed import hooks as _spmd
 from hlotrace.errors import BackendError, TraceError
 from hlotrace.metrics import count
 from hlotrace.ops.registry import _RECORDER
@@ -89,7 +90,7 @@ class TracedFunction:
                 key.append(value.dtype)
             else:
                 entry = self._flat_cache.get(tuple(key))
-                if entry is not None:
+                if entry is not None and not (_spmd.active and _spmd.placed(args)):  # (one-device entries only)
                     return entry(args)
         leaves: list = []
         key = [pipeline]
@@ -115,6 +116,8 @@ class TracedFunction:
             if leaf._grad is not None:
                 key.append(tuple(None if t._grad is None else (t._grad.shape, t._grad.dtype) for t in leaves))
                 break
+        if _spmd.active and (placements := _spmd.prepare(inputs, holders)) is not None:
+            key.append(placements)  # inputs on a mesh (hlotrace.distributed)
         entry = self._cache.get(tuple(key))
         if entry is not None:
             return entry(inputs)
@@ -170,7 +173,8 @@ class TracedFunction:
             recorder.set_outputs(outputs)
         trace = recorder.trace
         late = tuple(recorder.late_inputs)
-        lowered = lowering.lower_trace(trace, name=name, donate=donation(trace, len(inputs), io))
+        spmd = _spmd.active and _spmd.plan(trace, inputs, io, num_results)  # many devices, else None
+        lowered = lowering.lower_trace(trace, name=name, donate=donation(trace, len(inputs), io), spmd=spmd or None)
         optimized = lowered
         if pipeline:
             dump = os.environ.get(DUMP_ENV)
@@ -178,7 +182,9 @@ class TracedFunction:
             optimized = passes.run(lowered, pipeline, dump_to=stages)
         text = optimized.text()
         try:
-            executable = runtime.compile(text, optimized.in_avals, optimized.out_avals, platform=self.platform)
+            executable = runtime.compile(
+                text, optimized.in_avals, optimized.out_avals, platform=self.platform, spmd=spmd or None
+            )
         except BackendError as exc:
             raise BackendError(
                 f"{exc} (compiling {name}, {len(trace.records)} recorded ops, first called at "
@@ -190,7 +196,13 @@ class TracedFunction:
             trace, lowered, executable, make_rebuild(template), num_results, None if stateless else io, late, optimized
         )
         self._cache[key] = entry
-        if not kwargs and entry.io is None and len(inputs) == len(args) and all(type(a) is Tensor for a in args):
+        if (
+            not kwargs
+            and entry.io is None
+            and not spmd
+            and len(inputs) == len(args)
+            and all(type(a) is Tensor for a in args)
+        ):
             self._flat_cache[(pipeline, *(k for t in inputs for k in (t.shape, t.dtype)))] = entry
         self._last = entry
         _dump(name, len(self._cache), entry, lowered.text(), text if pipeline else None)

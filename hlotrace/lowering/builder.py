@@ -8,6 +8,7 @@ for records inside :func:`hlotrace.trace.scope`; see hlotrace.passes.locations);
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -77,11 +78,16 @@ def _missing_rule(index: int, record) -> LoweringError:
     )
 
 
-def lower_trace(trace: Trace, name: str | None = None, donate: dict[int, int] | None = None) -> LoweredModule:
+def lower_trace(
+    trace: Trace, name: str | None = None, donate: dict[int, int] | None = None, spmd=None
+) -> LoweredModule:
     """Lower ``trace`` to a verified StableHLO module.
 
     ``donate`` maps input positions to the output positions that reuse their buffers
     (in-place state updates): PJRT then deletes the donated input after the call.
+    ``spmd`` (hlotrace.distributed.compile.Plan, for many devices): the module gets its
+    ``sdy.mesh``, Shardy shardings on every argument and result, and lowers
+    ``sharding_constraint`` records on that mesh.
 
     >>> lowered = lower_trace(fn.trace)
     >>> print(lowered.text())
@@ -94,19 +100,23 @@ def lower_trace(trace: Trace, name: str | None = None, donate: dict[int, int] | 
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
+            if spmd is not None:
+                spmd.declare_mesh(module)
             ftype = ir.FunctionType.get([hlo.aval_type(a) for a in in_avals], [hlo.aval_type(a) for a in out_avals])
             main = func.FuncOp("main", ftype)
             main.attributes["sym_visibility"] = ir.StringAttr.get("public")
             if donate:
                 jaxlib_compat.alias_arguments(main, len(in_avals), donate)
+            if spmd is not None:
+                spmd.annotate(main)
             block = main.add_entry_block()
-        with ir.InsertionPoint(block):
+        with ir.InsertionPoint(block), spmd.lowering() if spmd is not None else contextlib.nullcontext():
             env: dict[int, ir.Value] = dict(zip(trace.inputs, block.arguments, strict=True))
             for var_id, value in trace.constants.items():
                 with ir.Location.name(f"const%{var_id}"):
                     env[var_id] = hlo.constant(value, value.dtype, value.shape)
             for index, record in enumerate(trace.records):
-                _lower_record(trace, index, record, env)
+                _lower_record(trace, index, record, env, spmd)
             func.ReturnOp([env[v] for v in trace.outputs])
         _verify(module, trace, name or trace.name)
     return LoweredModule(module, in_avals, out_avals, name or trace.name)
@@ -158,7 +168,7 @@ def _verify(module: ir.Module, trace: Trace, name: str) -> None:
     )
 
 
-def _lower_record(trace: Trace, index: int, record, env: dict) -> None:
+def _lower_record(trace: Trace, index: int, record, env: dict, spmd=None) -> None:
     fn = RULES.get(record.op)
     if fn is None:
         raise _missing_rule(index, record)
@@ -168,8 +178,11 @@ def _lower_record(trace: Trace, index: int, record, env: dict) -> None:
     with _location(
         index, record.op, record.location, index in trace.backward, trace.scopes.get(index), trace.paths.get(index)
     ):
+        operands = [env[v] for v in record.inputs]
+        if spmd is not None:  # layouts the partitioner must not choose (distributed.compile)
+            operands = spmd.guard(record.op, operands, in_avals)
         try:
-            results = fn(rule_ctx, *[env[v] for v in record.inputs], **record.attrs)
+            results = fn(rule_ctx, *operands, **record.attrs)
         except LoweringError:
             raise
         except Exception as exc:

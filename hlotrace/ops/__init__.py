@@ -7,6 +7,7 @@ from hlotrace.ops import (  # noqa: F401
     control_flow,
     conv,
     creation,
+    distributed,
     elementwise,
     gather,
     indexing,

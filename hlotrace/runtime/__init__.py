@@ -16,19 +16,74 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hlotrace.errors import BackendError
+from hlotrace.errors import BackendError, HlotraceError
 from hlotrace.metrics import _counts, count
 
 _PLATFORM_ENV = "HLOTRACE_PLATFORM"
+CPU_DEVICES_ENV = "HLOTRACE_CPU_DEVICES"
 _client_cache: dict[str, object] = {}
+_cpu_devices_setting: list = []  # $HLOTRACE_CPU_DEVICES as it was when the CPU client was made
+_cpu_clients: dict[int, object] = {}  # extra CPU clients by device count (cpu_client)
+
+
+def _cpu_devices_requested() -> int | None:
+    text = os.environ.get(CPU_DEVICES_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise HlotraceError(f"{CPU_DEVICES_ENV}={text!r}: expected a positive number of CPU devices")
+    return n
+
+
+def _check_cpu_devices_unchanged() -> None:
+    now = os.environ.get(CPU_DEVICES_ENV, "").strip()
+    if _cpu_devices_setting and now != _cpu_devices_setting[0]:
+        before = _cpu_devices_setting[0]
+        count = len(_client_cache["cpu"].local_devices())
+        raise HlotraceError(
+            f"{CPU_DEVICES_ENV} changed from {before or '(unset)'!r} to {now or '(unset)'!r} after hlotrace's CPU "
+            f"client was created with {count} device(s); it is read once, when the client is made: set it "
+            f"before the first hlotrace computation (or in the environment of a new process)"
+        )
 
 
 def _load_client(platform: str):
     from hlotrace.runtime import jaxlib_compat
 
     if platform not in _client_cache:
-        _client_cache[platform] = jaxlib_compat.get_client(platform)
+        if platform == "cpu":
+            # HLOTRACE_CPU_DEVICES=N: a CPU client with N devices (hlotrace.distributed).
+            requested = _cpu_devices_requested()
+            if requested is None:
+                _client_cache[platform] = jaxlib_compat.get_client(platform)
+            else:
+                from hlotrace.runtime import jaxlib_spmd
+
+                _client_cache[platform] = _cpu_clients[requested] = jaxlib_spmd.make_cpu_client(requested)
+            _cpu_devices_setting[:] = [os.environ.get(CPU_DEVICES_ENV, "").strip()]
+        else:
+            _client_cache[platform] = jaxlib_compat.get_client(platform)
+    elif platform == "cpu":
+        _check_cpu_devices_unchanged()
     return _client_cache[platform]
+
+
+def cpu_client(num_devices: int):
+    """A CPU client with exactly ``num_devices`` devices: hlotrace's own CPU client when it
+    has that many, else a separate one made for that count (kept for the process). Tests use
+    it when hlotrace's client was created before ``HLOTRACE_CPU_DEVICES`` could apply."""
+    own = _client_cache.get("cpu")
+    if own is not None and len(own.local_devices()) == num_devices:
+        return own
+    if num_devices not in _cpu_clients:
+        from hlotrace.runtime import jaxlib_spmd
+
+        _cpu_clients[num_devices] = jaxlib_spmd.make_cpu_client(num_devices)
+    return _cpu_clients[num_devices]
 
 
 def client(platform: str | None = None):
@@ -118,16 +173,22 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     *,
     platform: str | None = None,
     disabled_xla_passes: tuple[str, ...] = (),
+    spmd=None,
 ) -> Executable:
     """Compile StableHLO text (cached by fingerprint, avals, device and options): from the
     in-process cache, else from the persistent cache on disk (``hlotrace.runtime.cache``),
-    else by XLA (and then stored on disk).
+    else by XLA (and then stored on disk). ``spmd``: a plan for many devices (see
+    :mod:`hlotrace.runtime.spmd`); the result is then an ``SpmdExecutable`` for its mesh.
 
     >>> exe = compile(text, [Aval((4,), f32)], [Aval((4,), f32)])
     >>> exe.run([exe.to_device(0, np.ones(4, np.float32))])
     """
     from hlotrace.runtime import jaxlib_compat
 
+    if spmd is not None:  # many devices: hlotrace.distributed's plan (mesh, shardings)
+        from hlotrace.runtime import spmd as spmd_runtime
+
+        return spmd_runtime.compile_spmd(module_text, in_avals, out_avals, spmd, disabled_xla_passes)
     device = default_device(platform)
     if _BARRIER in module_text and "cse_barrier_expander" not in disabled_xla_passes:
         if jaxlib_compat.client_platform(client(platform)) == "cpu":

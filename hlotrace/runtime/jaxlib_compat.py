@@ -33,7 +33,7 @@ def _register_jax_dialects(registry) -> None:
 
 
 def make_context() -> ir.Context:
-    """A fresh MLIR context that knows func, stablehlo and chlo (~0.2 s; reuse it)."""
+    """A fresh MLIR context that knows func, stablehlo, chlo and sdy (~0.2 s; reuse it)."""
     ctx = ir.Context()
     registry = ir.DialectRegistry()
     _register_jax_dialects(registry)
@@ -41,6 +41,11 @@ def make_context() -> ir.Context:
     ctx.load_all_available_dialects()
     stablehlo.register_dialect(ctx)
     chlo.register_dialect(ctx)
+    # Shardy (SPMD annotations, hlotrace.distributed): building sdy attributes in a context
+    # that lacks the dialect segfaults.
+    from jaxlib.mlir.dialects import sdy
+
+    sdy.register_dialect(ctx)
     return ctx
 
 

@@ -7,6 +7,7 @@ from hlotrace.lowering.rules import (  # noqa: F401
     control_flow,
     conv,
     creation,
+    distributed,
     elementwise,
     gather,
     indexing,

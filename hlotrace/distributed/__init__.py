@@ -1,0 +1,41 @@
+"""SPMD on one host with many devices, through XLA's own partitioner (Shardy).
+
+>>> import hlotrace.distributed as dist
+>>> mesh = dist.Mesh((4, 2), ("data", "model"))           # HLOTRACE_CPU_DEVICES=8 on a CPU
+>>> x = dist.shard(ht.tensor(batch), mesh, dist.P("data"))
+>>> dist.shard_module(net, mesh, {"fc1.weight": dist.P(None, "model")})
+>>> step(net, opt, x, y)      # xla_trace compiles for the mesh; XLA inserts the collectives
+
+A placement is data on a Tensor (``tensor.sharding``); the recorded program is the same with
+or without one (eager values are the global view). See README.md, "Many devices (SPMD)".
+"""
+
+from __future__ import annotations
+
+from hlotrace.distributed.mesh import Mesh, NamedSharding, P, devices
+from hlotrace.distributed.placement import shard, shard_module, sharding_of
+from hlotrace.errors import HlotraceError
+
+__all__ = ["Mesh", "NamedSharding", "P", "constraint", "devices", "shard", "shard_module", "sharding_of"]
+
+
+def constraint(x, spec):
+    """Inside a compiled function: ``x`` unchanged, and a request that XLA's partitioner lay
+    it out as ``spec`` (a ``P``, or a ``NamedSharding`` on the call's mesh). Identity in the
+    eager first call and in one-device compiles; an error outside a recording.
+
+    >>> h = dist.constraint(F.relu(x @ w1), dist.P("data", None))
+    """
+    from hlotrace.ops.distributed import sharding_constraint
+    from hlotrace.ops.registry import current_recorder
+
+    if current_recorder() is None:
+        raise HlotraceError(
+            "dist.constraint(x, spec) only works inside a function being compiled (xla_trace); outside one, "
+            "place the tensor with dist.shard(x, mesh, spec)"
+        )
+    if isinstance(spec, NamedSharding):
+        spec = spec.spec
+    elif not isinstance(spec, P):
+        spec = P(*spec) if isinstance(spec, tuple | list) else P(spec)
+    return sharding_constraint(x, spec.dims(len(spec)))

@@ -1,0 +1,238 @@
+"""What ``xla_trace`` calls when some input lives on a mesh (see hlotrace/jit.py's hooks).
+
+- :func:`prepare` (every call, only once anything was placed): the inputs' placements as a
+  cache-key part, or None when every input is on one device; inputs whose device array is
+  laid out otherwise than their placement are sent back to their host value, so the
+  executable's ``to_device`` lays them out anew (the executable checks again, see
+  :mod:`hlotrace.runtime.spmd`).
+- :func:`plan` (when recording): the :class:`Plan` the lowering annotates the module with
+  (Shardy shardings on every argument and result, ``sdy.mesh``) and the runtime compiles
+  for (one partition per mesh device).
+
+One mesh per call: inputs on two meshes are a TraceError naming both. Unplaced inputs are
+replicated. The ``.grad`` of a placed tensor and the optimizer state of a placed parameter
+take its placement (ZeRO/FSDP style when it is split over the data axis). Results are left
+open for the partitioner to choose; the state a step writes back keeps its input's layout
+(donation needs equal per-device shapes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+from hlotrace.distributed import hooks
+from hlotrace.distributed.mesh import NamedSharding
+from hlotrace.distributed.placement import registered, runtime_sharding, set_placement, sharding_of
+from hlotrace.errors import TraceError
+from hlotrace.tensor import Tensor
+
+MESH_SYMBOL = "mesh"
+# Op families whose operands keep their spatial dimensions (2 and up) whole on a mesh.
+WINDOWED_FAMILIES = frozenset({"conv", "pooling"})
+
+# The plan of the module being lowered (read by the sharding_constraint rule).
+CURRENT: contextvars.ContextVar = contextvars.ContextVar("hlotrace_spmd_plan", default=None)
+
+
+def _inherit_optimizer_state(holders) -> bool:
+    """Optimizer state tensors of a placed parameter take its placement (once); whether
+    any did now."""
+    changed = False
+    for holder in holders:
+        per_param = getattr(holder, "state", None)
+        if not isinstance(per_param, dict) or not hasattr(holder, "param_groups"):
+            continue
+        for param, tensors in per_param.items():
+            sharding = sharding_of(param)
+            if sharding is None or not isinstance(tensors, dict):
+                continue
+            for t in tensors.values():
+                if isinstance(t, Tensor) and t.shape == param.shape and registered(t) is None:
+                    set_placement(t, sharding)
+                    changed = True
+    return changed
+
+
+def _placements(inputs):
+    """(placement per input, placement per input's .grad) with None for unplaced."""
+    own = [sharding_of(t) for t in inputs]
+    grads = []
+    for t, s in zip(inputs, own, strict=True):
+        g = t._grad
+        grads.append(None if g is None else (sharding_of(g) or s))
+    return own, grads
+
+
+def _describe(position: int, tensor) -> str:
+    return f"input {position} ({tensor.dtype}{list(tensor.shape)})"
+
+
+def _one_mesh(inputs, own, grads):
+    mesh, first = None, None
+    for i, (t, s, g) in enumerate(zip(inputs, own, grads, strict=True)):
+        for sharding, what in ((s, _describe(i, t)), (g, f"the .grad of {_describe(i, t)}")):
+            if sharding is None:
+                continue
+            if mesh is None:
+                mesh, first = sharding.mesh, what
+            elif sharding.mesh != mesh:
+                raise TraceError(
+                    f"one compiled call runs on one mesh, but {first} is placed on {mesh!r} and {what} on "
+                    f"{sharding.mesh!r}; dist.shard them onto the same mesh"
+                )
+    return mesh
+
+
+def _dims(tensor, sharding, mesh):
+    return ((),) * tensor.ndim if sharding is None else sharding.check(tensor.shape)
+
+
+def _relocate(tensor, sharding, mesh) -> None:
+    """Send ``tensor`` back to its host value when its device array is not laid out as
+    ``sharding`` (None: replicated on ``mesh``)."""
+    buffer = tensor._device
+    if buffer is None:
+        return
+    wanted = runtime_sharding(sharding or NamedSharding(mesh), tensor.ndim)
+    if getattr(buffer, "sharding", None) is wanted:
+        return
+    tensor.numpy()
+    tensor._device = None
+
+
+def prepare(inputs, holders=()):
+    """The cache-key part for the inputs' placements, or None when none is placed."""
+    own, grads = _placements(inputs)
+    if not any(own) and not any(grads):
+        return None
+    if holders and _inherit_optimizer_state(holders):
+        own, grads = _placements(inputs)
+    mesh = _one_mesh(inputs, own, grads)
+    in_dims, grad_dims = [], []
+    for t, s, g in zip(inputs, own, grads, strict=True):
+        in_dims.append(_dims(t, s, mesh))
+        _relocate(t, s, mesh)
+        if t._grad is not None:
+            grad_dims.append(_dims(t._grad, g, mesh))
+            _relocate(t._grad, g, mesh)
+        else:
+            grad_dims.append(None)
+    return (mesh, tuple(in_dims), tuple(grad_dims))
+
+
+class Plan:
+    """How one recorded step is laid out on a mesh: what the lowering annotates and the
+    runtime compiles for (see :mod:`hlotrace.runtime.spmd` for the fields it reads)."""
+
+    def __init__(self, mesh, in_dims, out_dims, out_ranks):
+        self.mesh = mesh
+        self.devices = mesh.devices
+        self.mesh_shape = mesh.shape
+        self.axis_names = mesh.axis_names
+        self.in_dims = tuple(in_dims)
+        self.out_dims = tuple(out_dims)  # None: left open for the partitioner
+        self.out_ranks = tuple(out_ranks)
+        self.key = (mesh, self.in_dims, self.out_dims)
+
+    def declare_mesh(self, module) -> None:
+        """``sdy.mesh @mesh`` at the insertion point (the module body), partition counts."""
+        from hlotrace.runtime import jaxlib_spmd
+
+        jaxlib_spmd.mesh_op(MESH_SYMBOL, list(zip(self.axis_names, self.mesh_shape, strict=True)))
+        jaxlib_spmd.set_partition_counts(module, self.mesh.size)
+
+    def annotate(self, main) -> None:
+        """``sdy.sharding`` on every @main argument and result (merged with donation)."""
+        from hlotrace.runtime import jaxlib_spmd
+
+        key = jaxlib_spmd.SHARDING_ATTR
+        args = [{key: jaxlib_spmd.tensor_sharding(MESH_SYMBOL, dims)} for dims in self.in_dims]
+        results = []
+        for dims, rank in zip(self.out_dims, self.out_ranks, strict=True):
+            if dims is None:
+                results.append({key: jaxlib_spmd.tensor_sharding(MESH_SYMBOL, [()] * rank, closed=False)})
+            else:
+                results.append({key: jaxlib_spmd.tensor_sharding(MESH_SYMBOL, dims)})
+        jaxlib_spmd.set_value_attrs(main, False, args)
+        jaxlib_spmd.set_value_attrs(main, True, results)
+
+    def guard(self, op: str, operands, in_avals):
+        """``operands`` of record ``op``, constrained where XLA's partitioner is known to
+        go wrong (found by tests/distributed/test_spmd_differential.py, jaxlib 0.10.2):
+
+        - convolutions: only the batch dimension of the input (and of the output gradient
+          of ``conv2d_weight_grad``) may stay split; everything else is whole. A
+          convolution whose input is split along a spatial dimension (strided or dilated
+          window) while its kernel is split gives wrong values (some doubled; jax.jit with
+          the same shardings too, under Shardy and GSPMD alike), and a grouped one whose
+          kernel's output features are split (after propagation) gives wrong values too.
+        - pooling: spatial dimensions (2 and up) are whole: max_pool2d_backward with both
+          operands split along one spatial dimension over two mesh axes aborts the process
+          (spmd_partitioner.cc:885, ``Check failed: !target.IsReplicatedOrSingleDevice()``).
+        """
+        from hlotrace.ops.registry import OPS
+
+        definition = OPS.get(op)
+        if definition is None or definition.family not in WINDOWED_FAMILIES:
+            return operands
+        from hlotrace.runtime import jaxlib_spmd
+
+        guarded = []
+        for k, (value, aval) in enumerate(zip(operands, in_avals, strict=True)):
+            rank = len(aval.shape)
+            if rank < 3:
+                guarded.append(value)
+                continue
+            if definition.family == "pooling":
+                open_dims = 2
+            else:
+                open_dims = 1 if k == 0 or op == "conv2d_weight_grad" else 0
+            dims = [None] * open_dims + [()] * (rank - open_dims)
+            guarded.append(jaxlib_spmd.sharding_constraint(value, jaxlib_spmd.tensor_sharding(MESH_SYMBOL, dims)))
+        return guarded
+
+    @contextlib.contextmanager
+    def lowering(self):
+        token = CURRENT.set(self)
+        try:
+            yield self
+        finally:
+            CURRENT.reset(token)
+
+
+def plan(trace, inputs, io, num_results: int):
+    """The Plan of a step just recorded, or None when no input is placed. The trace's
+    inputs are ``(*inputs, *grads of io.grad_inputs, *late inputs)``; its outputs the
+    function's results, then the state written back (``io``: hlotrace.compiled.StateIO)."""
+    if not hooks.active:
+        return None
+    part = prepare(inputs)
+    if part is None:
+        return None
+    mesh, in_dims, grad_dims = part
+    grad_inputs = io.grad_inputs if io is not None else ()
+    dims = [*in_dims, *(grad_dims[i] for i in grad_inputs)]
+    dims.extend(() for _ in range(len(trace.inputs) - len(dims)))  # late inputs: replicated
+    out_avals = [trace.aval(v) for v in trace.outputs]
+    out_dims: list = [None] * len(out_avals)
+    if io is not None:
+        for i, o in io.writes:
+            out_dims[o] = in_dims[i]
+        for i, o in io.grad_writes:
+            if o is not None:
+                out_dims[o] = grad_dims[i] if grad_dims[i] is not None else in_dims[i]
+        for _, o in io.late_writes:
+            out_dims[o] = ()
+    for o in range(num_results, len(out_dims)):
+        if out_dims[o] is None:
+            out_dims[o] = ()
+    in_ranks = [len(trace.aval(v).shape) for v in trace.inputs]
+    dims = [_padded(d, r) for d, r in zip(dims, in_ranks, strict=True)]
+    out_ranks = [len(a.shape) for a in out_avals]
+    out_dims = [None if d is None else _padded(d, r) for d, r in zip(out_dims, out_ranks, strict=True)]
+    return Plan(mesh, dims, out_dims, out_ranks)
+
+
+def _padded(dims, rank: int) -> tuple:
+    return tuple(dims) + ((),) * (rank - len(dims))

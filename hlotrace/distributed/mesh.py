@@ -1,0 +1,200 @@
+"""Devices, meshes and partition specs: small immutable values (hashable, part of cache keys).
+
+>>> mesh = dist.Mesh((4, 2), ("data", "model"))
+>>> dist.NamedSharding(mesh, dist.P("data", None))      # rows split over "data"
+"""
+
+from __future__ import annotations
+
+import math
+
+from hlotrace.errors import HlotraceError
+
+
+def devices(platform: str | None = None) -> list:
+    """The devices of hlotrace's PJRT client (``platform`` or the default one). On the CPU
+    there is one unless ``HLOTRACE_CPU_DEVICES=N`` was set before hlotrace made its client."""
+    from hlotrace import runtime
+    from hlotrace.runtime import jaxlib_compat
+
+    return list(jaxlib_compat.client_devices(runtime.client(platform)))
+
+
+def _more_devices_hint(found) -> str:
+    platform = getattr(found[0], "platform", "cpu") if found else "cpu"
+    if platform == "cpu":
+        return (
+            " On the CPU, set HLOTRACE_CPU_DEVICES=N in the environment before hlotrace's first computation "
+            "(e.g. HLOTRACE_CPU_DEVICES=8) to get N devices."
+        )
+    return ""
+
+
+class Mesh:
+    """A grid of devices with named axes: ``Mesh((4, 2), ("data", "model"))`` takes the first
+    8 devices of :func:`devices` (or ``devices=``), row-major."""
+
+    __slots__ = ("_hash", "axis_names", "devices", "shape")
+
+    def __init__(self, shape, axis_names, devices=None):
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        axis_names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+        if not shape or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in shape):
+            raise HlotraceError(f"Mesh shape {shape!r}: expected one or more positive ints")
+        if len(axis_names) != len(shape):
+            raise HlotraceError(
+                f"Mesh shape {shape} has {len(shape)} axes but {len(axis_names)} axis names {axis_names}"
+            )
+        for name in axis_names:
+            if not isinstance(name, str) or not name:
+                raise HlotraceError(f"Mesh axis names must be non-empty strings, got {name!r} in {axis_names}")
+        repeated = sorted({a for a in axis_names if axis_names.count(a) > 1})
+        if repeated:
+            raise HlotraceError(f"Mesh axis name(s) {repeated} repeated in {axis_names}: each axis needs its own name")
+        size = math.prod(shape)
+        available = list(globals()["devices"]()) if devices is None else list(devices)
+        if size > len(available):
+            where = "hlotrace's client has" if devices is None else "the devices given are"
+            raise HlotraceError(
+                f"Mesh {dict(zip(axis_names, shape, strict=True))} needs {size} devices, but {where} only "
+                f"{len(available)}.{_more_devices_hint(available)}"
+            )
+        chosen = tuple(available[:size]) if devices is None else tuple(available)
+        if devices is not None and len(chosen) != size:
+            raise HlotraceError(f"Mesh of shape {shape} needs exactly {size} devices, got {len(chosen)}")
+        if len({id(d) for d in chosen}) != len(chosen):
+            raise HlotraceError("Mesh devices must be distinct")
+        self.shape, self.axis_names, self.devices = shape, axis_names, chosen
+        self._hash = hash((shape, axis_names, tuple(int(d.id) for d in chosen)))
+
+    def __setattr__(self, name, value):
+        if hasattr(self, "_hash"):
+            raise AttributeError("Mesh is immutable")
+        object.__setattr__(self, name, value)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def axis_size(self, name: str) -> int:
+        return self.shape[self.axis_names.index(name)]
+
+    def __eq__(self, other):
+        return (
+            isinstance(other, Mesh)
+            and self.shape == other.shape
+            and self.axis_names == other.axis_names
+            and self.devices == other.devices
+        )
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self) -> str:
+        axes = ", ".join(f"{a!r}: {n}" for a, n in zip(self.axis_names, self.shape, strict=True))
+        return f"Mesh({{{axes}}}, devices={[int(d.id) for d in self.devices]})"
+
+
+class P(tuple):
+    """A partition spec: per tensor dimension ``None`` (replicated), an axis name, or a tuple
+    of axis names (split over all of them, major first); dimensions past the end are
+    replicated. ``P()`` is fully replicated."""
+
+    def __new__(cls, *entries):
+        normalized = []
+        for entry in entries:
+            if entry is None or isinstance(entry, str):
+                normalized.append(entry)
+            elif isinstance(entry, tuple | list) and all(isinstance(a, str) for a in entry):
+                normalized.append(tuple(entry) if len(entry) != 1 else entry[0])
+            else:
+                raise HlotraceError(f"P entries are None, an axis name or a tuple of axis names; got {entry!r}")
+        return super().__new__(cls, normalized)
+
+    def dims(self, ndim: int) -> tuple[tuple[str, ...], ...]:
+        """Per dimension of a rank-``ndim`` tensor, the axes it is split over."""
+        out = [() if e is None else ((e,) if isinstance(e, str) else tuple(e)) for e in self]
+        return tuple(out) + ((),) * (ndim - len(out))
+
+    def __repr__(self) -> str:
+        return f"P({', '.join(map(repr, self))})"
+
+
+def spec_from_dims(dims) -> P:
+    entries = [None if not axes else (axes[0] if len(axes) == 1 else tuple(axes)) for axes in dims]
+    while entries and entries[-1] is None:
+        entries.pop()
+    return P(*entries)
+
+
+def _stripped(spec) -> tuple:
+    """``spec`` without trailing replicated entries (P("d", None) lays out like P("d"))."""
+    entries = list(spec)
+    while entries and entries[-1] is None:
+        entries.pop()
+    return tuple(entries)
+
+
+class NamedSharding:
+    """How a tensor is laid out across ``mesh``: ``spec`` says which axes split which
+    dimension. Hashable and immutable."""
+
+    __slots__ = ("_hash", "mesh", "spec")
+
+    def __init__(self, mesh: Mesh, spec=None):
+        if not isinstance(mesh, Mesh):
+            raise HlotraceError(f"NamedSharding needs a dist.Mesh, got {type(mesh).__name__}")
+        spec = P() if spec is None else (spec if isinstance(spec, P) else P(*spec))
+        used: list[str] = []
+        for entry in spec:
+            for axis in () if entry is None else ((entry,) if isinstance(entry, str) else entry):
+                if axis not in mesh.axis_names:
+                    raise HlotraceError(
+                        f"unknown mesh axis {axis!r} in {spec!r}: the mesh's axes are {mesh.axis_names}"
+                    )
+                if axis in used:
+                    raise HlotraceError(f"mesh axis {axis!r} is used twice in {spec!r}: each axis splits one dimension")
+                used.append(axis)
+        object.__setattr__(self, "mesh", mesh)
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "_hash", hash((mesh, _stripped(spec))))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("NamedSharding is immutable")
+
+    def __eq__(self, other):
+        return (
+            isinstance(other, NamedSharding)
+            and self.mesh == other.mesh
+            and _stripped(self.spec) == _stripped(other.spec)
+        )
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"NamedSharding({self.mesh!r}, {self.spec!r})"
+
+    def dims(self, ndim: int) -> tuple[tuple[str, ...], ...]:
+        return self.spec.dims(ndim)
+
+    def check(self, shape, what: str | None = None) -> tuple[tuple[str, ...], ...]:
+        """This sharding's dims for a tensor of ``shape``; HlotraceError when the spec is
+        longer than its rank or an axis size does not divide its dimension."""
+        what = what or f"a tensor of shape {tuple(shape)}"
+        if len(self.spec) > len(shape):
+            raise HlotraceError(f"{self.spec!r} has {len(self.spec)} entries but {what} has rank {len(shape)}")
+        dims = self.dims(len(shape))
+        for d, axes in enumerate(dims):
+            parts = math.prod(self.mesh.axis_size(a) for a in axes)
+            if shape[d] % parts:
+                raise HlotraceError(
+                    f"dimension {d} of {what} has size {shape[d]}, which mesh axes {axes} "
+                    f"(together {parts} devices) do not divide; pad it or choose another spec"
+                )
+        return dims
+
+    def shard_shape(self, shape) -> tuple[int, ...]:
+        """The per-device shape of a tensor of global ``shape``."""
+        dims = self.dims(len(shape))
+        return tuple(n // math.prod(self.mesh.axis_size(a) for a in axes) for n, axes in zip(shape, dims, strict=True))

@@ -1,0 +1,156 @@
+"""Placing tensors on a mesh, and reading back where a tensor lives.
+
+A placement is kept per Tensor *object* (a registry keyed by identity, entries dropped when
+the tensor dies), not inside the value: the eager first call of a compiled step replaces a
+parameter's value with a host array, and the parameter must stay sharded. A tensor that is
+not registered may still hold a device array laid out across a mesh (a result of an SPMD
+executable): its placement is read from that array.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import weakref
+
+import numpy as np
+
+from hlotrace.distributed import hooks
+from hlotrace.distributed.mesh import Mesh, NamedSharding, P, spec_from_dims
+from hlotrace.errors import HlotraceError
+from hlotrace.runtime.spmd import _PLACEMENT_OF
+from hlotrace.tensor import Parameter, Tensor
+
+# id(tensor) -> (weak reference to it, NamedSharding)
+_PLACED: dict[int, tuple] = {}
+
+
+def _forget(key: int, ref) -> None:
+    entry = _PLACED.get(key)
+    if entry is not None and entry[0] is ref:
+        del _PLACED[key]
+
+
+def set_placement(tensor: Tensor, sharding: NamedSharding) -> None:
+    key = id(tensor)
+    ref = weakref.ref(tensor, lambda r, key=key: _forget(key, r))
+    _PLACED[key] = (ref, sharding)
+    hooks.active = True
+
+
+def registered(tensor) -> NamedSharding | None:
+    entry = _PLACED.get(id(tensor))
+    if entry is not None and entry[0]() is tensor:
+        return entry[1]
+    return None
+
+
+_MESHES: dict = {}
+_SHARDINGS: dict = {}
+
+
+def _from_runtime(placement) -> NamedSharding:
+    devices, shape, names, dims = placement
+    key = (devices, shape, names)
+    sharding = _SHARDINGS.get(placement)
+    if sharding is None:
+        mesh = _MESHES.get(key)
+        if mesh is None:
+            mesh = _MESHES[key] = Mesh(shape, names, devices=devices)
+        sharding = _SHARDINGS[placement] = NamedSharding(mesh, spec_from_dims(dims))
+    return sharding
+
+
+def sharding_of(tensor) -> NamedSharding | None:
+    """``tensor.sharding``: its placement on a mesh, or None (one device / the host)."""
+    entry = _PLACED.get(id(tensor))
+    if entry is not None and entry[0]() is tensor:
+        return entry[1]
+    buffer = getattr(tensor, "_device", None)
+    if buffer is None:
+        return None
+    placement = _PLACEMENT_OF.get(id(getattr(buffer, "sharding", None)))
+    return None if placement is None else _from_runtime(placement)
+
+
+def runtime_sharding(sharding: NamedSharding, ndim: int):
+    """The runtime's (jax) sharding object for ``sharding`` on a rank-``ndim`` tensor."""
+    from hlotrace.runtime import spmd
+
+    mesh = sharding.mesh
+    return spmd.jax_sharding(mesh.devices, mesh.shape, mesh.axis_names, sharding.dims(ndim))
+
+
+def _as_sharding(mesh_or_sharding, spec) -> NamedSharding:
+    if isinstance(mesh_or_sharding, NamedSharding):
+        if spec is not None:
+            raise HlotraceError("give either a NamedSharding or a mesh and a spec, not both")
+        return mesh_or_sharding
+    if not isinstance(mesh_or_sharding, Mesh):
+        raise HlotraceError(f"expected a dist.Mesh (or a NamedSharding), got {type(mesh_or_sharding).__name__}")
+    if isinstance(spec, NamedSharding):
+        return spec
+    return NamedSharding(mesh_or_sharding, P() if spec is None else (spec if isinstance(spec, P) else P(*spec)))
+
+
+def _describe(tensor, name=None) -> str:
+    label = f"{name!r} " if name else ""
+    return f"tensor {label}({tensor.dtype}{list(tensor.shape)})"
+
+
+def place(tensor: Tensor, sharding: NamedSharding, name: str | None = None) -> Tensor:
+    """Re-place ``tensor`` itself: its value moves onto the mesh (each device receives only
+    its slice) and it keeps ``sharding`` from now on."""
+    from hlotrace import state
+    from hlotrace.ops.registry import current_recorder
+    from hlotrace.runtime import spmd
+
+    if current_recorder() is not None:
+        raise HlotraceError("dist.shard cannot run inside a recorded function; use dist.constraint(x, spec) there")
+    if state.is_implicit(tensor):
+        raise HlotraceError(
+            f"{_describe(tensor, name)} is implicit state (a random generator's key): it stays replicated"
+        )
+    sharding.check(tensor.shape, _describe(tensor, name))
+    host = tensor.numpy()
+    tensor._device = spmd.put(np.asarray(host), runtime_sharding(sharding, tensor.ndim))
+    set_placement(tensor, sharding)
+    return tensor
+
+
+def shard(tensor, mesh, spec=None) -> Tensor:
+    """``tensor`` laid out across ``mesh`` as ``spec`` says (``dist.P("data", None)``).
+
+    A :class:`~hlotrace.Parameter` (or a module's buffer, see :func:`shard_module`) is
+    re-placed in place and returned, so modules, optimizers and GradManagers that hold it
+    keep working; any other tensor (or array) gives a new Tensor. ``mesh`` may also be a
+    ``NamedSharding`` (then no spec).
+
+    >>> x = dist.shard(ht.tensor(batch), mesh, dist.P("data"))
+    """
+    sharding = _as_sharding(mesh, spec)
+    if not isinstance(tensor, Tensor):
+        from hlotrace.tensor import tensor as make_tensor
+
+        tensor = make_tensor(tensor)
+    elif not isinstance(tensor, Parameter):
+        out = Tensor._from_array(np.array(tensor.numpy()), checked=True)
+        return place(out, sharding)
+    return place(tensor, sharding)
+
+
+def shard_module(module, mesh: Mesh, plan: dict | None = None):
+    """Place every parameter and buffer of ``module`` by name: ``plan`` maps fnmatch
+    patterns (``"fc1.weight"``, ``"*.bias"``) to specs; the first pattern that matches wins
+    and unmatched names are replicated. Returns the module.
+
+    >>> dist.shard_module(net, mesh, {"fc1.weight": dist.P("model", None), "*.bias": dist.P()})
+    """
+    plan = dict(plan or {})
+    for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+        spec = next((s for pattern, s in plan.items() if fnmatch.fnmatchcase(name, pattern)), None)
+        place(tensor, _as_sharding(mesh, spec), name)
+    return module
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, P())

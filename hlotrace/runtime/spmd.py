@@ -1,0 +1,262 @@
+"""Compiling and running one module on many devices through XLA's SPMD partitioner.
+
+The caller (:mod:`hlotrace.distributed.compile`) hands :func:`compile_spmd` a *plan*: any
+object with ``devices`` (the mesh's devices, flattened in mesh order), ``mesh_shape``,
+``axis_names``, ``in_dims`` (per argument, per dimension, the mesh axes it is split over)
+and ``key`` (hashable: everything above). The module text already carries the Shardy
+annotations; this module sets the compile options, reads back the shardings XLA settled
+on, and gives an :class:`SpmdExecutable` whose ``run`` checks every argument's per-device
+layout before ``execute_sharded`` (a buffer of the wrong per-device shape crashes the
+process inside PJRT instead of raising) and re-places the ones that differ.
+
+Placements are jax ``NamedSharding`` objects, one object per (devices, mesh, dims) made by
+:func:`jax_sharding`, so that the per-call check is mostly an identity test.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hlotrace.errors import BackendError
+from hlotrace.metrics import _counts, count
+
+_JAX_MESHES: dict = {}
+_JAX_SHARDINGS: dict = {}
+# id(jax sharding) -> (devices, mesh shape, axis names, dims), for every sharding object
+# made by jax_sharding (kept alive in _JAX_SHARDINGS, so the ids stay theirs).
+_PLACEMENT_OF: dict = {}
+
+
+def jax_sharding(devices: tuple, mesh_shape: tuple, axis_names: tuple, dims: tuple):
+    """The one jax ``NamedSharding`` object for this placement (made on first use)."""
+    key = (devices, mesh_shape, axis_names, dims)
+    sharding = _JAX_SHARDINGS.get(key)
+    if sharding is None:
+        from hlotrace.runtime import jaxlib_spmd
+
+        mesh_key = (devices, mesh_shape, axis_names)
+        jmesh = _JAX_MESHES.get(mesh_key)
+        if jmesh is None:
+            jmesh = _JAX_MESHES[mesh_key] = jaxlib_spmd.jax_mesh(devices, mesh_shape, axis_names)
+        sharding = _JAX_SHARDINGS[key] = jaxlib_spmd.jax_named_sharding(jmesh, dims)
+        _PLACEMENT_OF[id(sharding)] = key
+    return sharding
+
+
+def placement_of(buffer):
+    """(devices, mesh shape, axis names, dims) of a device array placed by this module (or
+    returned by an SPMD executable), else None (a single-device buffer)."""
+    return _PLACEMENT_OF.get(id(getattr(buffer, "sharding", None)))
+
+
+def put(array: np.ndarray, sharding):
+    """``array`` laid out across the devices of ``sharding`` (each gets only its slice)."""
+    from hlotrace.runtime import jaxlib_spmd
+
+    _counts["host_to_device_bytes"] += array.nbytes
+    return jaxlib_spmd.put_sharded(array, sharding)
+
+
+@dataclass
+class SpmdExecutable:
+    """A module compiled for every device of a mesh (same interface as ``Executable``)."""
+
+    loaded: object
+    devices: tuple
+    in_avals: list
+    out_avals: list
+    compile_seconds: float
+    in_shardings: list  # jax NamedSharding per argument (what the executable expects)
+    out_shardings: list  # jax NamedSharding per result (what XLA chose)
+    out_dims: list  # per result, per dimension, the mesh axes it is split over
+    run: object = field(repr=False, default=None)
+    from_disk_cache: bool = False
+
+    @property
+    def device(self):
+        return self.devices[0]
+
+    def to_device(self, index: int, array: np.ndarray):
+        """Lay argument ``index``'s host array out across the mesh as the executable expects."""
+        return put(np.asarray(array), self.in_shardings[index])
+
+    def hlo_text(self) -> str:
+        """The partitioned (per-device) HLO, collectives included."""
+        from hlotrace.runtime import jaxlib_compat
+
+        return jaxlib_compat.compiled_hlo_text(self.loaded)
+
+    def memory_stats(self):
+        """XLA's memory plan per device (the partitioned program is the same on each)."""
+        from hlotrace.runtime import jaxlib_compat
+
+        return jaxlib_compat.compiled_memory_stats(self.loaded)
+
+    def cost_analysis(self) -> dict:
+        from hlotrace.runtime import jaxlib_compat
+
+        return jaxlib_compat.cost_analysis(self.loaded)
+
+
+def _checked_run(execute, in_shardings, in_avals):
+    """``run(buffers)``: every buffer whose layout is not the executable's is re-placed
+    first (gathered to the host and laid out again), so PJRT never sees a wrong shard."""
+    expected = [(s, tuple(a.shape), np.dtype(a.dtype)) for s, a in zip(in_shardings, in_avals, strict=True)]
+
+    def run(buffers):
+        _counts["executions"] += 1
+        checked = None
+        for i, buffer in enumerate(buffers):
+            sharding, shape, dtype = expected[i]
+            actual = getattr(buffer, "sharding", None)
+            if actual is sharding and buffer.shape == shape:
+                continue
+            if actual != sharding or buffer.shape != shape or buffer.dtype != dtype:
+                array = np.asarray(buffer)
+                if array.shape != shape or array.dtype != dtype:
+                    raise BackendError(
+                        f"argument {i} of the SPMD executable is {array.dtype}{list(array.shape)}, expected "
+                        f"{dtype}{list(shape)}"
+                    )
+                if checked is None:
+                    checked = list(buffers)
+                checked[i] = put(array, sharding)
+                count("spmd_replacements")
+        return execute(checked if checked is not None else buffers)
+
+    return run
+
+
+# Modules XLA's SPMD pipeline kills the process on (SIGFPE) instead of raising: refused
+# before compiling, with the reason (found by tests/distributed/test_spmd_differential.py).
+_ZERO_DIM = re.compile(r"tensor<(?:\d+x)*0x")
+_GROUPED = re.compile(r"(?:feature|batch)_group_count = ([2-9]|\d\d+) ")
+
+
+def _refuse_known_crashes(module_text: str) -> None:
+    for line in module_text.splitlines():
+        if "stablehlo.convolution" in line and _GROUPED.search(line) and _ZERO_DIM.search(line):
+            raise BackendError(
+                "XLA's SPMD partitioner crashes the process (SIGFPE, jaxlib 0.10.2) on a grouped convolution "
+                f"with an empty operand: {line.strip()[:200]}; hlotrace refuses to compile it on a mesh "
+                "(run it on one device, or give it non-empty inputs)"
+            )
+
+
+COMPILE_CACHE_SIZE = 64
+_compile_cache: collections.OrderedDict = collections.OrderedDict()
+_BARRIER = "stablehlo.optimization_barrier"
+
+
+def compile_spmd(module_text: str, in_avals, out_avals, plan, disabled_xla_passes: tuple[str, ...] = ()):
+    """Compile ``module_text`` (Shardy-annotated) for the plan's mesh; cached in memory by
+    (module, avals, plan, options) and on disk like one-device executables (the key adds the
+    device count and the serialized SPMD compile options, which hold the device assignment)."""
+    from hlotrace import runtime
+    from hlotrace.runtime import jaxlib_compat, jaxlib_spmd
+
+    devices = tuple(plan.devices)
+    pjrt = jaxlib_spmd.device_client(devices[0])
+    platform = jaxlib_compat.client_platform(pjrt)
+    if _BARRIER in module_text and platform == "cpu" and "cse_barrier_expander" not in disabled_xla_passes:
+        disabled_xla_passes = (*disabled_xla_passes, "cse_barrier_expander")  # as runtime.compile does
+    key = (runtime.module_fingerprint(module_text), tuple(in_avals), tuple(out_avals), plan.key, disabled_xla_passes)
+    cached = _compile_cache.get(key)
+    if cached is not None:
+        _counts["memory_cache_hits"] += 1
+        _compile_cache.move_to_end(key)
+        return cached
+    count("memory_cache_misses")
+    _refuse_known_crashes(module_text)
+    options = jaxlib_spmd.spmd_compile_options([jaxlib_spmd.device_id(d) for d in devices], disabled_xla_passes)
+    loaded, seconds, from_disk = _load_or_compile(pjrt, module_text, in_avals, out_avals, devices, options)
+    exe = _wrap(loaded, plan, devices, in_avals, out_avals, seconds, from_disk)
+    _compile_cache[key] = exe
+    while len(_compile_cache) > COMPILE_CACHE_SIZE:
+        _compile_cache.popitem(last=False)
+    return exe
+
+
+def _load_or_compile(pjrt, module_text, in_avals, out_avals, devices, options):
+    from hlotrace.runtime import _first_line, _library_versions, cache, jaxlib_compat, jaxlib_spmd
+
+    fields = None
+    if cache.enabled():
+        if not _library_versions:
+            _library_versions.update(jaxlib_compat.library_versions())
+        fields = cache.key_fields(
+            module_text,
+            in_avals,
+            out_avals,
+            platform=jaxlib_compat.client_platform(pjrt),
+            platform_version=jaxlib_compat.platform_version(pjrt),
+            device_kind=jaxlib_compat.device_kind(devices[0]),
+            device_count=len(devices),
+            versions=dict(_library_versions),
+            compile_options=jaxlib_spmd.options_fingerprint(options),
+        )
+        data = cache.load(fields)
+        if data is not None:
+            start = time.perf_counter()
+            try:
+                loaded = jaxlib_spmd.deserialize_spmd(pjrt, data, devices, options)
+            except Exception as exc:
+                cache.reject(fields, f"XLA could not load it: {_first_line(exc)}")
+            else:
+                seconds = time.perf_counter() - start
+                cache.loaded(fields)
+                count("disk_cache_hits")
+                return loaded, seconds, True
+        count("disk_cache_misses")
+    start = time.perf_counter()
+    try:
+        loaded = jaxlib_spmd.compile_spmd(pjrt, module_text, devices, options)
+    except Exception as exc:
+        raise BackendError(f"XLA failed to compile the SPMD module: {_first_line(exc)}") from exc
+    seconds = time.perf_counter() - start
+    count("compiles")
+    count("compile_seconds", seconds)
+    if fields is not None:
+        try:
+            cache.store(fields, jaxlib_compat.serialize_executable(loaded))
+        except Exception as exc:
+            cache.warn_once("serialize", f"an SPMD executable could not be serialized ({_first_line(exc)}); not cached")
+    return loaded, seconds, False
+
+
+def _wrap(loaded, plan, devices, in_avals, out_avals, seconds, from_disk) -> SpmdExecutable:
+    from hlotrace.runtime import jaxlib_spmd
+
+    mesh = (devices, tuple(plan.mesh_shape), tuple(plan.axis_names))
+    jmesh_sharding = jax_sharding(*mesh, ())
+    jmesh = jmesh_sharding.mesh
+    in_shardings = []
+    for i, (hlo, aval) in enumerate(zip(jaxlib_spmd.parameter_shardings(loaded), in_avals, strict=True)):
+        dims = tuple(plan.in_dims[i])
+        wanted = jax_sharding(*mesh, dims)
+        if jaxlib_spmd.hlo_sharding_of(wanted, len(aval.shape)) != hlo:
+            # XLA laid the argument out otherwise than annotated: follow the executable.
+            dims = jaxlib_spmd.dims_from_hlo(hlo, jmesh, len(aval.shape))
+            if dims is None:
+                raise BackendError(f"XLA chose a layout for argument {i} ({hlo}) that is no sharding of the mesh")
+            wanted = jax_sharding(*mesh, dims)
+        in_shardings.append(wanted)
+    out_shardings, out_dims = [], []
+    for i, (hlo, aval) in enumerate(zip(jaxlib_spmd.output_shardings(loaded), out_avals, strict=True)):
+        dims = jaxlib_spmd.dims_from_hlo(hlo, jmesh, len(aval.shape))
+        if dims is None:
+            raise BackendError(f"XLA chose a layout for result {i} ({hlo}) that is no sharding of the mesh")
+        out_dims.append(dims)
+        out_shardings.append(jax_sharding(*mesh, dims))
+    execute = jaxlib_spmd.make_spmd_executor(loaded, [(a.shape, a.dtype) for a in out_avals], out_shardings)
+    exe = SpmdExecutable(
+        loaded, devices, list(in_avals), list(out_avals), seconds, in_shardings, out_shardings, out_dims
+    )
+    exe.run = _checked_run(execute, in_shardings, in_avals)
+    exe.from_disk_cache = from_disk
+    return exe

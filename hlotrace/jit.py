@@ -24,6 +24,7 @@ from hlotrace.arguments import ArrayArgument, flatten, make_rebuild, output_stru
 from hlotrace.compiled import CompiledEntry, donation, state_outputs
 from hlotrace.distributed import hooks as _spmd
 from hlotrace.errors import BackendError, TraceError
+from hlotrace.lowering.registry import _OVERRIDES, override_token
 from hlotrace.metrics import count
 from hlotrace.ops.registry import _RECORDER
 from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES_ENV
@@ -88,7 +89,7 @@ class TracedFunction:
                 key.append(value.shape)
                 key.append(value.dtype)
             else:
-                entry = self._flat_cache.get(tuple(key))
+                entry = None if _OVERRIDES else self._flat_cache.get(tuple(key))
                 if entry is not None and not (_spmd.active and _spmd.placed(args)):  # (one-device entries only)
                     return entry(args)
         leaves: list = []
@@ -115,6 +116,8 @@ class TracedFunction:
             if leaf._grad is not None:
                 key.append(tuple(None if t._grad is None else (t._grad.shape, t._grad.dtype) for t in leaves))
                 break
+        if _OVERRIDES:  # lowering.override(...) active: its rules are part of the program
+            key.append(override_token())
         if _spmd.active and (placements := _spmd.prepare(inputs, holders)) is not None:
             key.append(placements)  # inputs on a mesh (hlotrace.distributed)
         entry = self._cache.get(tuple(key))
@@ -173,7 +176,13 @@ class TracedFunction:
         trace = recorder.trace
         late = tuple(recorder.late_inputs)
         spmd = _spmd.active and _spmd.plan(trace, inputs, io, num_results)  # many devices, else None
-        lowered = lowering.lower_trace(trace, name=name, donate=donation(trace, len(inputs), io), spmd=spmd or None)
+        lowered = lowering.lower_trace(
+            trace,
+            name=name,
+            donate=donation(trace, len(inputs), io),
+            spmd=spmd or None,
+            platform=runtime.platform_name(self.platform),  # its platform-scoped rules win
+        )
         optimized = lowered
         if pipeline:
             dump = os.environ.get(DUMP_ENV)
@@ -199,6 +208,7 @@ class TracedFunction:
             not kwargs
             and entry.io is None
             and not spmd
+            and not _OVERRIDES
             and len(inputs) == len(args)
             and all(type(a) is Tensor for a in args)
         ):

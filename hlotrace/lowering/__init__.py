@@ -1,8 +1,18 @@
 """Lowering: Trace → StableHLO through the per-op rule registry."""
 
 from hlotrace.lowering.builder import LoweredModule, lower_trace
-from hlotrace.lowering.registry import RULES, LoweringRuleContext, rule
+from hlotrace.lowering.registry import PLATFORM_RULES, RULES, LoweringRuleContext, override, rule, rule_for
 
 lower = lower_trace
 
-__all__ = ["RULES", "LoweredModule", "LoweringRuleContext", "lower", "lower_trace", "rule"]
+__all__ = [
+    "PLATFORM_RULES",
+    "RULES",
+    "LoweredModule",
+    "LoweringRuleContext",
+    "lower",
+    "lower_trace",
+    "override",
+    "rule",
+    "rule_for",
+]

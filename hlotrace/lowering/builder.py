@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from hlotrace.errors import LoweringError
 from hlotrace.lowering import hlo
-from hlotrace.lowering.registry import RULES, LoweringRuleContext
+from hlotrace.lowering.registry import RULES, LoweringRuleContext, lowering_for, rule_for
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime import jaxlib_compat
 from hlotrace.runtime.jaxlib_compat import func, ir, shared_context
@@ -79,12 +79,14 @@ def _missing_rule(index: int, record) -> LoweringError:
 
 
 def lower_trace(
-    trace: Trace, name: str | None = None, donate: dict[int, int] | None = None, spmd=None
+    trace: Trace, name: str | None = None, donate: dict[int, int] | None = None, spmd=None, platform=None
 ) -> LoweredModule:
     """Lower ``trace`` to a verified StableHLO module.
 
     ``donate`` maps input positions to the output positions that reuse their buffers
     (in-place state updates): PJRT then deletes the donated input after the call.
+    ``platform``: the platform the module will run on; its platform-scoped rules
+    (``@rule(op, platform=...)``) win over the default ones (None: the default rules).
     ``spmd`` (hlotrace.distributed.compile.Plan, for many devices): the module gets its
     ``sdy.mesh``, Shardy shardings on every argument and result, and lowers
     ``sharding_constraint`` records on that mesh.
@@ -94,6 +96,11 @@ def lower_trace(
     """
     import hlotrace.lowering.rules  # noqa: F401  (fills RULES)
 
+    with lowering_for(platform):
+        return _lower(trace, name, donate, spmd)
+
+
+def _lower(trace: Trace, name, donate, spmd) -> LoweredModule:
     ctx = shared_context()
     in_avals = [trace.aval(v) for v in trace.inputs]
     out_avals = [trace.aval(v) for v in trace.outputs]
@@ -169,7 +176,7 @@ def _verify(module: ir.Module, trace: Trace, name: str) -> None:
 
 
 def _lower_record(trace: Trace, index: int, record, env: dict, spmd=None) -> None:
-    fn = RULES.get(record.op)
+    fn = rule_for(record.op)  # an override, the platform's own rule, else the default
     if fn is None:
         raise _missing_rule(index, record)
     in_avals = tuple(trace.aval(v) for v in record.inputs)

@@ -14,6 +14,8 @@ recorded output aval.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,19 +23,86 @@ from typing import Any
 from hlotrace.ops.registry import Aval
 from hlotrace.source import SourceLocation
 
-RULES: dict[str, Callable[..., Any]] = {}
+RULES: dict[str, Callable[..., Any]] = {}  # the default rule of each op
+# platform ("cpu", "cuda", a plugin's name) -> op -> the rule used on that platform instead
+PLATFORM_RULES: dict[str, dict[str, Callable[..., Any]]] = {}
+_OVERRIDES: list[dict[str, Callable[..., Any]]] = []  # active lowering.override() layers, innermost last
+# The platform the module being lowered will be compiled for (set by lower_trace).
+_PLATFORM: contextvars.ContextVar[str | None] = contextvars.ContextVar("hlotrace_lowering_platform", default=None)
 
 
-def rule(op_name: str):
-    """Register the decorated function as the lowering rule of ``op_name`` (once only)."""
+def rule(op_name: str, platform: str | None = None):
+    """Register the decorated function as the lowering rule of ``op_name`` (once only), or,
+    with ``platform``, as its rule on that platform only (the default rule elsewhere).
+
+    >>> @rule("gelu", platform="cuda")
+    ... def _gelu_cuda(ctx, x): ...
+    """
+    platform = None if platform is None else platform.lower()
 
     def register(fn):
-        if op_name in RULES:
-            raise ValueError(f"a lowering rule for {op_name!r} is already registered ({RULES[op_name].__module__})")
-        RULES[op_name] = fn
+        table = RULES if platform is None else PLATFORM_RULES.setdefault(platform, {})
+        if op_name in table:
+            where = "" if platform is None else f" on {platform}"
+            raise ValueError(
+                f"a lowering rule for {op_name!r}{where} is already registered ({table[op_name].__module__})"
+            )
+        table[op_name] = fn
         return fn
 
     return register
+
+
+def rule_for(op_name: str, platform: str | None = None):
+    """The rule that lowers ``op_name`` for ``platform`` (default: the platform of the module
+    being lowered): an active override, else the platform's own rule, else the default."""
+    for layer in reversed(_OVERRIDES):
+        if op_name in layer:
+            return layer[op_name]
+    platform = platform or _PLATFORM.get()
+    if platform is not None:
+        scoped = PLATFORM_RULES.get(platform)
+        if scoped is not None and op_name in scoped:
+            return scoped[op_name]
+    return RULES.get(op_name)
+
+
+@contextlib.contextmanager
+def override(rules: dict[str, Callable[..., Any]]):
+    """Lower with other rules for some ops while the block runs (experiments):
+
+    >>> with lowering.override({"exp": my_exp_rule}):
+    ...     step(x)          # compiled with my_exp_rule; the registry is untouched
+
+    Overrides win over platform and default rules, nest (the innermost wins) and are part of
+    ``xla_trace``'s cache key, so a program compiled under one is not reused outside it.
+    """
+    for name, fn in rules.items():
+        if not callable(fn):
+            raise TypeError(f"lowering.override: the rule for {name!r} is a {type(fn).__name__}, not a function")
+    layer = dict(rules)
+    _OVERRIDES.append(layer)
+    try:
+        yield layer
+    finally:
+        _OVERRIDES.remove(layer)
+
+
+def override_token() -> tuple | None:
+    """What the active overrides contribute to a compile-cache key (None without any)."""
+    if not _OVERRIDES:
+        return None
+    return tuple((name, id(fn)) for layer in _OVERRIDES for name, fn in layer.items())
+
+
+@contextlib.contextmanager
+def lowering_for(platform: str | None):
+    """Select ``platform``'s rules for the lowering inside the block."""
+    token = _PLATFORM.set(None if platform is None else platform.lower())
+    try:
+        yield
+    finally:
+        _PLATFORM.reset(token)
 
 
 @dataclass(frozen=True, slots=True)

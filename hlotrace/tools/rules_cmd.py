@@ -18,7 +18,8 @@ which are recorded as the primitive ops they call. Every listed op is a primitiv
 rules registered for no op (stale) are listed on stderr. Exit status 1 if any op lacks a
 rule or a sample strategy, or a differentiable op lacks a VJP; 0 otherwise, so CI and
 scripts can check coverage. --json fields per op: op, family, primitive, has_rule,
-has_property_test, differentiable, has_vjp, vjp, doc."""
+has_property_test, differentiable, has_vjp, vjp, doc, platform_rules (the platforms with a
+rule of their own for the op, '+cuda' in the table's rule column)."""
 
 EPILOG = """\
 examples:
@@ -86,7 +87,7 @@ def rules_report() -> dict:
     """Coverage of the registries: one entry per op (rule, property test, VJP), the
     composites, and the ops missing a rule, a sample strategy or a VJP."""
     import hlotrace.lowering.rules  # noqa: F401  (fills RULES)
-    from hlotrace.lowering import RULES
+    from hlotrace.lowering import PLATFORM_RULES, RULES
     from hlotrace.ops import OPS
     from hlotrace.ops.registry import is_differentiable
 
@@ -99,6 +100,7 @@ def rules_report() -> dict:
                 "family": op.family,
                 "primitive": True,
                 "has_rule": op.name in RULES,
+                "platform_rules": sorted(p for p, table in PLATFORM_RULES.items() if op.name in table),
                 "has_property_test": op.sample is not None,
                 "differentiable": is_differentiable(op),
                 "has_vjp": callable(op.vjp),
@@ -128,7 +130,7 @@ def run_rules(args, write) -> int:
         (
             o["op"],
             o["family"],
-            "yes" if o["has_rule"] else "no",
+            ("yes" if o["has_rule"] else "no") + "".join(f" +{p}" for p in o["platform_rules"]),
             "yes" if o["has_property_test"] else "no",
             o["vjp"],
             o["doc"] or "-",

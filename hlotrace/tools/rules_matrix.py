@@ -73,7 +73,7 @@ def matrix() -> dict:
     status: "tested" (rule and property test for that dtype), "rule" (a rule, no test run
     there), "no rule", or absent when the inference refuses the dtype."""
     import hlotrace.lowering.rules  # noqa: F401  (fills RULES)
-    from hlotrace.lowering import RULES
+    from hlotrace.lowering import PLATFORM_RULES, RULES
     from hlotrace.ops import OPS
     from hlotrace.testing.check import admitted_dtypes
 
@@ -90,7 +90,11 @@ def matrix() -> dict:
         for name in accepted or ():
             cells[name] = {
                 platform: (
-                    "no rule" if op.name not in RULES else "tested" if platform == "cpu" and name in tested else "rule"
+                    "no rule"
+                    if op.name not in RULES and op.name not in PLATFORM_RULES.get(platform, {})
+                    else "tested"
+                    if platform == "cpu" and name in tested
+                    else "rule"
                 )
                 for platform in PLATFORMS
             }

@@ -24,7 +24,8 @@ def test_eager_use_does_not_import_jax():
 
 def test_platform_env_var_is_validated(monkeypatch):
     monkeypatch.setenv("HLOTRACE_PLATFORM", "tpu9000")
-    with pytest.raises(BackendError, match="expected 'cpu' or 'cuda'"):
+    monkeypatch.delenv("HLOTRACE_PJRT_PLUGIN", raising=False)
+    with pytest.raises(BackendError, match="expected 'cpu', 'cuda', or a PJRT plugin's name"):
         runtime.client()
 
 

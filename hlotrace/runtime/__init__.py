@@ -93,7 +93,17 @@ def client(platform: str | None = None):
         if requested == "gpu":
             requested = "cuda"
         if requested not in ("cpu", "cuda"):
-            raise BackendError(f"{_PLATFORM_ENV}={requested!r}: expected 'cpu' or 'cuda'")
+            from hlotrace.runtime import plugins
+
+            path = plugins.plugin_path(requested)
+            if path is None:
+                raise BackendError(
+                    f"{_PLATFORM_ENV}={requested!r}: expected 'cpu', 'cuda', or a PJRT plugin's name with its "
+                    f"library in ${plugins.PLUGIN_ENV} (or hlotrace.runtime.register_plugin(name, path))"
+                )
+            if requested not in _client_cache:
+                _client_cache[requested] = plugins.load(requested, path)
+            return _client_cache[requested]
         try:
             return _load_client(requested)
         except RuntimeError as exc:
@@ -286,3 +296,10 @@ def _load_or_compile(pjrt, module_text, in_avals, out_avals, device, disabled_xl
         else:
             cache.store(fields, data)
     return loaded, seconds, False
+
+
+def register_plugin(name: str, path) -> None:
+    """Use the PJRT plugin library at ``path`` as platform ``name`` (see hlotrace.runtime.plugins)."""
+    from hlotrace.runtime import plugins
+
+    plugins.register_plugin(name, path)

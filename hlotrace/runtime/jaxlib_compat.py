@@ -135,6 +135,17 @@ def get_client(platform: str):
     return backend.get_backend(platform)
 
 
+def plugin_client(name: str, path: str):
+    """Load (once) and initialize the PJRT C-API plugin at ``path``; its client."""
+    from jaxlib import xla_client
+
+    if not xla_client.pjrt_plugin_loaded(name):
+        xla_client.load_pjrt_plugin_dynamically(name, path)
+    if not xla_client.pjrt_plugin_initialized(name):
+        xla_client.initialize_pjrt_plugin(name)
+    return xla_client.make_c_api_client(name)
+
+
 def client_platform(client) -> str:
     return client.platform
 

@@ -24,9 +24,10 @@ from hlotrace.arguments import ArrayArgument, flatten, make_rebuild, output_stru
 from hlotrace.compiled import CompiledEntry, donation, state_outputs
 from hlotrace.distributed import hooks as _spmd
 from hlotrace.errors import BackendError, TraceError
-from hlotrace.lowering.registry import _OVERRIDES, override_token
 from hlotrace.metrics import count
 from hlotrace.ops.registry import _RECORDER
+from hlotrace.overrides import OVERRIDES as _OVERRIDES
+from hlotrace.overrides import override_token
 from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES_ENV
 from hlotrace.source import user_location
 from hlotrace.tensor import Tensor

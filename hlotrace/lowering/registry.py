@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from hlotrace.ops.registry import Aval
+from hlotrace.overrides import OVERRIDES, override_token  # noqa: F401  (re-exported)
 from hlotrace.source import SourceLocation
 
 RULES: dict[str, Callable[..., Any]] = {}  # the default rule of each op
 # platform ("cpu", "cuda", a plugin's name) -> op -> the rule used on that platform instead
 PLATFORM_RULES: dict[str, dict[str, Callable[..., Any]]] = {}
-_OVERRIDES: list[dict[str, Callable[..., Any]]] = []  # active lowering.override() layers, innermost last
+_OVERRIDES = OVERRIDES  # active lowering.override() layers, innermost last (hlotrace.overrides)
 # The platform the module being lowered will be compiled for (set by lower_trace).
 _PLATFORM: contextvars.ContextVar[str | None] = contextvars.ContextVar("hlotrace_lowering_platform", default=None)
 
@@ -86,13 +87,6 @@ def override(rules: dict[str, Callable[..., Any]]):
         yield layer
     finally:
         _OVERRIDES.remove(layer)
-
-
-def override_token() -> tuple | None:
-    """What the active overrides contribute to a compile-cache key (None without any)."""
-    if not _OVERRIDES:
-        return None
-    return tuple((name, id(fn)) for layer in _OVERRIDES for name, fn in layer.items())
 
 
 @contextlib.contextmanager

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-softmax demo-cnn demo-transformer test test-thorough mutation lint format bench clean
+.PHONY: install demo demo-softmax demo-cnn demo-transformer test test-thorough test-seeds test-gpu mutation lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,18 @@ test: $(STAMP)
 
 test-thorough: $(STAMP)
 	HLOTRACE_HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest tests/test_op_properties.py
+
+# The generated property and gradient tests under SEEDS random base seeds, ci's example
+# budget (not part of `make test`; TESTING.md, "Issue 24"). Extra options: SEEDS_ARGS="--profile dev -k divide".
+SEEDS ?= 10
+test-seeds: $(STAMP)
+	$(BIN)/python -m hlotrace.testing.seeds --seeds $(SEEDS) --jobs $(TEST_JOBS) $(SEEDS_ARGS)
+
+# The generated property and gradient tests on the default platform (CUDA when present;
+# the CPU, HLOTRACE_PLATFORM=cpu, without nvidia-smi): 10 examples, one case per dtype kind.
+test-gpu: $(STAMP)
+	HLOTRACE_HYPOTHESIS_PROFILE=gpu $(if $(shell command -v nvidia-smi 2>/dev/null),,HLOTRACE_PLATFORM=cpu) \
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --one-dtype-per-kind tests/test_op_properties.py tests/test_gradients.py
 
 # Mutation testing of the lowering rules (not part of `make test`; see TESTING.md).
 # Extra options: make mutation ARGS="--only reduction --jobs 1"

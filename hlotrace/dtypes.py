@@ -215,6 +215,42 @@ def promote(*dtypes) -> np.dtype:
     return result
 
 
+def number_kind(value) -> type | None:
+    """bool, int or float for a scalar number: a Python one, a NumPy one, or an ml_dtypes one
+    (``bfloat16(2.5)``, what ``x.numpy().max()`` of a bfloat16 tensor gives: a ``np.generic``
+    that is not a ``np.floating``); None for anything else (arrays, tensors, strings).
+
+    >>> number_kind(2), number_kind(np.float32(1)), number_kind(ml_dtypes.bfloat16(1)), number_kind("1")
+    (<class 'int'>, <class 'float'>, <class 'float'>, None)
+    """
+    if isinstance(value, bool | np.bool_):
+        return bool
+    if isinstance(value, int | np.integer):
+        return int
+    if isinstance(value, float | np.floating):
+        return float
+    if isinstance(value, np.generic) and value.dtype.kind == "V":  # ml_dtypes' scalar types
+        for info, kind in ((ml_dtypes.finfo, float), (ml_dtypes.iinfo, int)):
+            try:
+                info(value.dtype)
+            except (TypeError, ValueError):
+                continue
+            return kind
+    return None
+
+
+def is_number(value) -> bool:
+    """Whether ``value`` is an int or float scalar (Python, NumPy or ml_dtypes; not bool)."""
+    return number_kind(value) in (int, float)
+
+
+def as_python_number(value):
+    """``value`` (a scalar :func:`number_kind` knows) as a Python bool, int or float; anything
+    else is returned unchanged, for the caller's own error message."""
+    kind = number_kind(value)
+    return value if kind is None else kind(value)
+
+
 def python_scalar_kind(value) -> type | None:
     """bool, int or float for a Python/NumPy scalar usable as a weak operand, else None."""
     if isinstance(value, bool | np.bool_):

@@ -1,12 +1,16 @@
-"""Hypothesis profiles: ``ci`` (default, deterministic), ``dev`` and ``thorough``.
+"""Hypothesis profiles: ``ci`` (default, deterministic), ``dev``, ``thorough`` and ``gpu``.
 
-Select with HLOTRACE_HYPOTHESIS_PROFILE=dev|thorough (see README). Property tests seed
-each op from a base seed: 0 under ``ci``, random under the others, or
+Select with HLOTRACE_HYPOTHESIS_PROFILE=dev|thorough|gpu (see README). Property tests seed
+each op from a base seed: 0 under ``ci`` and ``gpu``, random under the others, or
 $HLOTRACE_HYPOTHESIS_SEED; the header of every pytest run prints both.
+
+``--one-dtype-per-kind`` (``make test-gpu``) keeps one property-test case per op and dtype
+kind: float32 (else the first float admitted), int32 (else int64) and bool.
 """
 
 import os
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -20,6 +24,9 @@ _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Healt
 settings.register_profile("ci", max_examples=25, database=None, print_blob=False, **_COMMON)
 settings.register_profile("dev", max_examples=50, **_COMMON)
 settings.register_profile("thorough", max_examples=500, **_COMMON)
+# gpu: the whole generated suite on the default platform (CUDA when present) in a few
+# minutes: fewer examples, deterministic like ci (with --one-dtype-per-kind, `make test-gpu`).
+settings.register_profile("gpu", max_examples=10, database=None, print_blob=False, **_COMMON)
 
 
 def _ignore_literals_of_local_modules() -> None:
@@ -49,3 +56,46 @@ def pytest_report_header(config):
 @pytest.fixture
 def hypothesis_base_seed():
     return BASE_SEED
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--one-dtype-per-kind",
+        action="store_true",
+        help="property tests: one case per op and dtype kind (float32, int32, bool), for make test-gpu",
+    )
+
+
+# The dtype kept per kind by --one-dtype-per-kind, in order of preference.
+_PREFERRED = {"f": ("float32", "float64", "float16", "bfloat16"), "i": ("int32", "int64"), "b": ("bool",)}
+
+
+def _kind(dtype_name: str) -> str:
+    return next(kind for kind, names in _PREFERRED.items() if dtype_name in names)
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--one-dtype-per-kind"):
+        return
+    by_op: dict[str, list[str]] = {}
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("dtype") is not None:
+            by_op.setdefault(params["name"], []).append(np.dtype(params["dtype"]).name)
+    kept = {
+        (name, min(names_of_kind, key=_PREFERRED[kind].index))
+        for name, names in by_op.items()
+        for kind in {_kind(n) for n in names}
+        for names_of_kind in [[n for n in names if _kind(n) == kind]]
+    }
+    selected, deselected = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        dtype = params.get("dtype")
+        if dtype is None or (params["name"], np.dtype(dtype).name) in kept:
+            selected.append(item)
+        else:
+            deselected.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = selected

@@ -117,6 +117,17 @@ def select(pred: ir.Value, on_true: ir.Value, on_false: ir.Value) -> ir.Value:
     return stablehlo.SelectOp(pred, on_true, on_false).result
 
 
+def is_constant(value: ir.Value) -> bool:
+    """Whether ``value`` is defined by a ``stablehlo.constant`` (a literal or captured array)."""
+    owner = value.owner
+    return isinstance(owner, ir.Operation | ir.OpView) and owner.operation.name == "stablehlo.constant"
+
+
+def hidden_from_folding(value: ir.Value) -> ir.Value:
+    """``value`` behind an optimization barrier: XLA cannot fold what it computes from it."""
+    return stablehlo.OptimizationBarrierOp([value]).results[0]
+
+
 def is_zero_constant(value: ir.Value, sign: float = 1.0) -> bool:
     """Whether ``value`` is a splat constant zero of ``sign``: +0 (or 0 / False, which
     convert to +0.0) for ``sign=1.0``, -0.0 for ``sign=-1.0``."""

@@ -10,6 +10,7 @@ array([1., 1., 1.], dtype=float32)
 
 from __future__ import annotations
 
+from hlotrace import dtypes as dt
 from hlotrace import functional as F
 from hlotrace.errors import HlotraceError
 from hlotrace.nn.module import Module
@@ -28,9 +29,9 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5, generator=None):
         super().__init__()
-        if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p <= 1:
+        if not dt.is_number(p) or not 0 <= dt.as_python_number(p) <= 1:  # ml_dtypes scalars too
             raise HlotraceError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
-        self.p = float(p)
+        self.p = float(dt.as_python_number(p))
         self.generator = generator
 
     def forward(self, x):

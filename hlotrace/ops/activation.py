@@ -74,7 +74,7 @@ def _float_infer(x: Aval, **attrs) -> Aval:
 
 
 def _number(value, name: str, *, allow_inf: bool = False) -> float:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+    if not dt.is_number(value):
         raise ShapeDtypeError(f"{name}= must be a Python number, got {value!r}")
     value = float(value)
     if math.isnan(value) or (not allow_inf and math.isinf(value)):

@@ -91,17 +91,15 @@ def canonical_shape(shape) -> tuple[int, ...]:
 
 
 def _scalar_kind(value, what):
-    if isinstance(value, bool | np.bool_):
-        return bool
-    if isinstance(value, int | np.integer):
-        return int
-    if isinstance(value, float | np.floating):
-        return float
+    kind = dt.number_kind(value)  # Python, NumPy and ml_dtypes scalars
+    if kind is not None:
+        return kind
     raise ShapeDtypeError(f"{what} must be a Python number, got {type(value).__name__} {value!r}")
 
 
 def canonical_value(value, dtype):
     """``value`` as a Python scalar of ``dtype``'s kind, converted to ``dtype``."""
+    value = dt.as_python_number(value)
     if dtype == dt.bool_:
         return bool(value != 0)  # NaN is True, as NumPy converts it
     if dtype in dt.INTEGER:

@@ -138,8 +138,9 @@ def _index_add_canonicalize(avals, attrs):
     x = avals[0]
     axis = canonical_axis(attrs["axis"], len(x.shape))
     alpha = attrs.get("alpha", 1)
-    if isinstance(alpha, bool | np.bool_) or not isinstance(alpha, int | float | np.integer | np.floating):
+    if not dt.is_number(alpha):
         raise ShapeDtypeError(f"alpha must be a Python number, got {alpha!r}")
+    alpha = dt.as_python_number(alpha)
     if x.dtype in dt.INTEGER:
         if not float(alpha).is_integer():
             raise ShapeDtypeError(f"alpha must be an int for {x.dtype} tensors, got {alpha!r} (as PyTorch)")

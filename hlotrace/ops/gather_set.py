@@ -88,8 +88,9 @@ def _check_fits(value: Aval, target: tuple, what: str) -> None:
 def fill_value(value, dtype: np.dtype):
     """``value`` as a Python scalar of ``dtype``'s kind (see the module docstring)."""
     kind = dt.python_scalar_kind(value)
-    if kind is None and isinstance(value, np.integer | np.floating):
-        kind, value = (int, int(value)) if isinstance(value, np.integer) else (float, float(value))
+    if kind is None and dt.is_number(value):  # NumPy and ml_dtypes scalars
+        kind = dt.number_kind(value)
+        value = kind(value)
     if kind is None:
         raise ShapeDtypeError(f"value must be a Python scalar, got {type(value).__name__} (a tensor value: use where)")
     if dtype in dt.FLOATING:
@@ -388,7 +389,7 @@ def setitem(x, value, index):
     kind, entry, axis = _advanced(x, index, "setitem")
     if kind == "int":
         return apply(INDEX_COPY, x, entry, value, axis=axis)
-    if dt.python_scalar_kind(value) is None:
+    if dt.number_kind(value) is None:
         raise op_error(
             "setitem",
             f"x[bool_mask] = value takes a Python scalar value, got {type(value).__name__}; "

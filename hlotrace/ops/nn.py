@@ -262,12 +262,13 @@ register_op(
 
 
 def _bound_kind(value, name):
-    if isinstance(value, bool | np.bool_):
+    kind = dt.number_kind(value)  # Python, NumPy and ml_dtypes scalars (x.numpy().max() of bfloat16)
+    if kind is bool:
         raise ShapeDtypeError(f"{name}= must be a number, got {value!r}")
-    if isinstance(value, int | np.integer):
+    if kind is int:
         return int
-    if isinstance(value, float | np.floating):
-        if np.isnan(value):
+    if kind is float:
+        if np.isnan(float(value)):
             raise ShapeDtypeError(f"{name}= must not be NaN")
         return float
     raise ShapeDtypeError(
@@ -295,6 +296,7 @@ def _clip_canonicalize(avals, attrs):
     def rounded(value, name):
         if value is None:
             return None
+        value = dt.as_python_number(value)
         if out in dt.INTEGER:
             value, info = int(value), np.iinfo(out)
             if not info.min <= value <= info.max:

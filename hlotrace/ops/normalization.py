@@ -70,7 +70,7 @@ def compute_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def _eps(value) -> float:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+    if not dt.is_number(value):
         raise ShapeDtypeError(f"eps= must be a Python number, got {value!r}")
     value = float(value)
     if not (math.isfinite(value) and value >= 0):
@@ -424,7 +424,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         _check_param("batch_norm", param, (channels,), name, *tensors)
     if (running_mean is None) != (running_var is None):
         raise _error("batch_norm", "give both running_mean and running_var, or neither", *tensors)
-    if isinstance(momentum, bool) or not isinstance(momentum, int | float | np.integer | np.floating):
+    if not dt.is_number(momentum):
         raise _error("batch_norm", f"momentum must be a number, got {momentum!r}", *tensors)
     momentum = float(momentum)
     use_batch_stats = training or running_mean is None

@@ -166,7 +166,7 @@ def _dtype_attr(value, admitted, what):
 
 def _float_attr(value, name, dtype):
     """``value`` (a finite real number) rounded to ``dtype``, as a Python float."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+    if not dt.is_number(value):
         raise ShapeDtypeError(f"{name}= must be a Python number, got {type(value).__name__} {value!r}")
     with np.errstate(over="ignore"):
         rounded = float(np.asarray(float(value), dtype=dtype))
@@ -489,7 +489,7 @@ def dropout(x, p=0.5, training=True, generator=None):
     from hlotrace.functional import _as_tensor, _composite_error
 
     x = _as_tensor(x)
-    if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p <= 1:
+    if not dt.is_number(p) or not 0 <= (p := dt.as_python_number(p)) <= 1:  # NumPy, ml_dtypes scalars too
         raise _composite_error("dropout", f"p must be a probability in [0, 1], got {p!r}", x)
     if x.dtype not in dt.FLOATING:
         raise _composite_error("dropout", f"needs a float tensor, got {x.dtype}", x)

@@ -126,6 +126,23 @@ SUBNORMAL_INPUTS_UNCHECKED.update(
 )
 
 
+# op -> why its compiled x / y may be x * (1 / y) with a subnormal 1 / y flushed to ±0 (or,
+# in float16, an overflowing 1 / y rounded to ±inf). The check accepts that only where y is
+# a broadcast, scalar or captured (constant) divisor and 1 / y is subnormal or overflows in
+# the result's dtype (|y| > 2**126 in float32, |y| < 2**-16 in float16); README, "Where XLA
+# and NumPy disagree", says why the lowering does not avoid it.
+RECIPROCAL_FLUSHED: dict[str, str] = {
+    "divide": "XLA rewrites x / broadcast(y) and x / constant into x * (1 / y), and XLA:CPU flushes a "
+    "subnormal 1 / y to 0: -FLT_MAX / -FLT_MAX is 0 (jax.jit too)",
+}
+# Ops built on that division whose result at such elements is then floored or subtracted
+# (1.7e38 // 1.7e38 is 0): those elements are not compared.
+RECIPROCAL_FLUSHED_UNCHECKED: dict[str, str] = {
+    name: "computed from x / y, which XLA computes as x * (1 / y) with 1 / y flushed (see RECIPROCAL_FLUSHED)"
+    for name in ("floor_divide", "mod")
+}
+
+
 def tolerance_for(op: str, dtype: np.dtype) -> Tolerance:
     dtype = np.dtype(dtype)
     tolerance = OP_TOLERANCES.get((op, dtype)) or OP_TOLERANCES.get((op, None)) or TOLERANCES[dtype]
@@ -147,7 +164,9 @@ def mismatches(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -
         close = np.abs(a - e) <= tolerance.atol + tolerance.rtol * np.abs(e)
     bad = (a_nan != e_nan) | (a_inf != e_inf) | (a_inf & e_inf & (np.sign(a) != np.sign(e))) | (finite & ~close)
     if tolerance.signed_zeros:
-        bad |= finite & (e == 0) & (np.signbit(a) != np.signbit(e))
+        # Only a zero has a sign to get wrong: a tiny non-zero result where ±0 is expected is
+        # judged by atol (layer_norm's x - mean, -3.6e-08 for 0 in bfloat16, seed 1073022860).
+        bad |= finite & (e == 0) & (a == 0) & (np.signbit(a) != np.signbit(e))
     return bad
 
 

@@ -15,6 +15,24 @@ OPS_SET = "hlotrace/ops/gather_set.py"
 MUTANTS = [
     # -- rules ----------------------------------------------------------------------------
     Mutant(
+        id="index-add-constant-source-folded",
+        file=FILE,
+        find="            source = hlo.hidden_from_folding(source)\n",
+        replace="            pass\n",
+        why="a constant index_add source is left to XLA, which drops a scatter-add of constant zeros "
+        "(alpha=0.0 or a zero source): -0.0 + 0.0 stays -0.0",
+        ops=("index_add",),
+    ),
+    Mutant(
+        id="index-add-constant-operand-folded",
+        file=FILE,
+        find="            x = hlo.hidden_from_folding(x)\n",
+        replace="            pass\n",
+        why="a constant index_add operand is left to XLA, which turns a scatter-add onto constant zeros "
+        "into the updates: +0.0 + -0.0 gives -0.0",
+        ops=("index_add",),
+    ),
+    Mutant(
         id="negative-index-not-wrapped",
         file=FILE,
         find="    return hlo.select(negative, shifted, idx)\n",

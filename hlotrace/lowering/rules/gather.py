@@ -137,10 +137,19 @@ def _index_add(ctx, x, index, source, *, axis, alpha):
     (xa, ia, sa), out = ctx.in_avals, ctx.out_aval
     if 0 in sa.shape:
         return x
+    constant_x, constant_source = hlo.is_constant(x), hlo.is_constant(source)
     (x, wide), (source, source_wide) = _widened(x, xa), _widened(source, sa)
     if alpha != 1:
         scale = hlo.constant(alpha, source_wide.dtype, source_wide.shape)
         source = stablehlo.MulOp(source, scale).result
+    if out.dtype in dt.FLOATING:
+        # XLA drops a scatter-add of constant zeros (a zero source, or any source times
+        # alpha=0.0), and turns a scatter-add onto a constant zero operand into the updates:
+        # either keeps a -0.0 where IEEE's -0.0 + 0.0 is +0.0 (NumPy's add.at).
+        if constant_source:
+            source = hlo.hidden_from_folding(source)
+        if constant_x:
+            x = hlo.hidden_from_folding(x)
     window = [d for d in range(len(xa.shape)) if d != axis]
     dims = _scatter_dims(window, (axis,), (axis,), 1)
     result = _scatter(wide, x, _wrap(index, ia, xa.shape[axis]), source, dims, "add")

@@ -196,3 +196,17 @@ def test_the_sign_of_zero_is_checked_on_zeros_only():
     expected = np.array([0.0, 0.0, -0.0], BF16)
     assert mismatches(np.array([-3.63216e-08, 1e-3, 0.0], BF16), expected, tolerance).tolist() == [False, False, True]
     assert mismatches(np.array([-0.0, 0.0, -0.0], BF16), expected, tolerance).tolist() == [True, False, False]
+
+
+def test_a_convolution_of_signed_zeros_may_give_either_zero():
+    """Seed 193546040 (ci): conv1d-float16 of [2.75, 0.25] with -0.0 weights is -0.0 compiled
+    (XLA starts its accumulator at the first product) and +0.0 from NumPy; the tolerance
+    table's UNSIGNED_ZEROS row for the convolutions accepts either (this fails without it)."""
+    from hlotrace.ops import OPS
+    from hlotrace.testing.check import check_op
+    from hlotrace.testing.sampling import OpSample
+
+    x = np.array([[[2.75], [0.25]]], np.float16)
+    w = np.array([[[-0.0], [-0.0]], [[0.0], [-0.0]]], np.float16)
+    sample = OpSample((x, w), {"stride": 1, "padding": (0,), "dilation": 1, "groups": 1})
+    check_op(OPS["conv1d"], sample)

@@ -106,6 +106,12 @@ UNSIGNED_ZEROS: dict[str, str] = {
     "adaptive_max_pool2d": _ZERO_TIES + " (a window holding both zeros)",
     "matmul": "a dot product of signed zeros is +0 or -0 depending on where the accumulator starts "
     "(BLAS at +0, XLA at the first product)",
+    # A convolution is a sum of products like a dot (seed sweep, 2026-11-26: conv1d-float16 of
+    # [2.75, 0.25] with weights of -0.0 gave -0.0 compiled, +0.0 from NumPy's einsum).
+    **{
+        op: "a convolution sums products of signed zeros: +0 or -0 depending on where the accumulator starts"
+        for op in ("conv1d", "conv2d", "conv_transpose2d", "conv2d_weight_grad")
+    },
 }
 
 

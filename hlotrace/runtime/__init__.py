@@ -126,8 +126,28 @@ def platform_name(platform: str | None = None) -> str:
     return jaxlib_compat.client_platform(client(platform))
 
 
+class CompiledQueries:
+    """What XLA says about a loaded executable (``self.loaded``): its optimized HLO (the
+    per-device, partitioned program for a mesh), memory plan and cost estimate."""
+
+    def hlo_text(self) -> str:
+        from hlotrace.runtime import jaxlib_compat
+
+        return jaxlib_compat.compiled_hlo_text(self.loaded)
+
+    def memory_stats(self):
+        from hlotrace.runtime import jaxlib_compat
+
+        return jaxlib_compat.compiled_memory_stats(self.loaded)
+
+    def cost_analysis(self) -> dict:
+        from hlotrace.runtime import jaxlib_compat
+
+        return jaxlib_compat.cost_analysis(self.loaded)
+
+
 @dataclass
-class Executable:
+class Executable(CompiledQueries):
     """A compiled module bound to one device, with its fast per-call path.
 
     ``run(buffers)`` takes device buffers in the module's argument order and returns the
@@ -147,21 +167,6 @@ class Executable:
         """Copy argument ``index``'s host array to this executable's device."""
         _counts["host_to_device_bytes"] += array.nbytes
         return self._puts[index](array)
-
-    def hlo_text(self) -> str:
-        from hlotrace.runtime import jaxlib_compat
-
-        return jaxlib_compat.compiled_hlo_text(self.loaded)
-
-    def memory_stats(self):
-        from hlotrace.runtime import jaxlib_compat
-
-        return jaxlib_compat.compiled_memory_stats(self.loaded)
-
-    def cost_analysis(self) -> dict:
-        from hlotrace.runtime import jaxlib_compat
-
-        return jaxlib_compat.cost_analysis(self.loaded)
 
 
 # The most recently used executables (xla_trace keeps its own). Bounded: a process that

@@ -24,6 +24,7 @@ import numpy as np
 
 from hlotrace.errors import BackendError
 from hlotrace.metrics import _counts, count
+from hlotrace.runtime import CompiledQueries
 
 _JAX_MESHES: dict = {}
 _JAX_SHARDINGS: dict = {}
@@ -63,8 +64,10 @@ def put(array: np.ndarray, sharding):
 
 
 @dataclass
-class SpmdExecutable:
-    """A module compiled for every device of a mesh (same interface as ``Executable``)."""
+class SpmdExecutable(CompiledQueries):
+    """A module compiled for every device of a mesh (same interface as ``Executable``; its
+    ``hlo_text`` is the partitioned per-device HLO, collectives included, and its memory plan
+    is per device)."""
 
     loaded: object
     devices: tuple
@@ -84,23 +87,6 @@ class SpmdExecutable:
     def to_device(self, index: int, array: np.ndarray):
         """Lay argument ``index``'s host array out across the mesh as the executable expects."""
         return put(np.asarray(array), self.in_shardings[index])
-
-    def hlo_text(self) -> str:
-        """The partitioned (per-device) HLO, collectives included."""
-        from hlotrace.runtime import jaxlib_compat
-
-        return jaxlib_compat.compiled_hlo_text(self.loaded)
-
-    def memory_stats(self):
-        """XLA's memory plan per device (the partitioned program is the same on each)."""
-        from hlotrace.runtime import jaxlib_compat
-
-        return jaxlib_compat.compiled_memory_stats(self.loaded)
-
-    def cost_analysis(self) -> dict:
-        from hlotrace.runtime import jaxlib_compat
-
-        return jaxlib_compat.cost_analysis(self.loaded)
 
 
 def _checked_run(execute, in_shardings, in_avals):

@@ -42,12 +42,10 @@ def run_eager(op: OpDef, sample: OpSample) -> np.ndarray:
     return apply(op, *[_as_operand(a) for a in sample.args], **sample.attrs).numpy()
 
 
-def run_compiled(op: OpDef, sample: OpSample, platform: str | None = None) -> np.ndarray:
-    """Record ``op`` applied to the sample's operands, compile it with xla_trace and return
-    the second (compiled) call's result. Arrays are inputs, except the ``captured`` ones,
-    which the program closes over (lowered as constants); Python scalars stay literals."""
-    from hlotrace.jit import xla_trace
-
+def sample_program(op: OpDef, sample: OpSample, name: str):
+    """``(program, inputs)``: a function applying ``op`` to the sample's operands, whose array
+    operands are its arguments (``inputs``, fresh Tensors) except the ``captured`` ones,
+    which it closes over (constants under ``capture_as_const``); Python scalars stay literals."""
     operands = [Tensor._from_array(np.array(a)) if i in sample.captured else a for i, a in enumerate(sample.args)]
     positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray) and i not in sample.captured]
 
@@ -57,9 +55,18 @@ def run_compiled(op: OpDef, sample: OpSample, platform: str | None = None) -> np
             filled[position] = tensor
         return apply(op, *filled, **sample.attrs)
 
-    program.__name__ = f"check_{op.name}"
+    program.__name__ = name
+    return program, [Tensor._from_array(np.array(sample.args[i])) for i in positions]
+
+
+def run_compiled(op: OpDef, sample: OpSample, platform: str | None = None) -> np.ndarray:
+    """Record ``op`` applied to the sample's operands, compile it with xla_trace and return
+    the second (compiled) call's result. Arrays are inputs, except the ``captured`` ones,
+    which the program closes over (lowered as constants); Python scalars stay literals."""
+    from hlotrace.jit import xla_trace
+
+    program, inputs = sample_program(op, sample, f"check_{op.name}")
     traced = xla_trace(program, platform=platform, capture_as_const=bool(sample.captured))
-    inputs = [Tensor._from_array(np.array(sample.args[i])) for i in positions]
     traced(*inputs)
     assert traced.cache_size == 1
     return traced(*inputs).numpy()

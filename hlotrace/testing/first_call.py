@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlotrace.ops.registry import OpDef, apply
-from hlotrace.tensor import Tensor
+from hlotrace.ops.registry import OpDef
+from hlotrace.testing.check import sample_program
 from hlotrace.testing.sampling import OpSample
 
 
@@ -25,17 +25,7 @@ def _records(trace) -> list:
 def check_first_call(op: OpDef, sample: OpSample, platform: str | None = None) -> None:
     from hlotrace.jit import xla_trace
 
-    operands = [Tensor._from_array(np.array(a)) if i in sample.captured else a for i, a in enumerate(sample.args)]
-    positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray) and i not in sample.captured]
-
-    def program(*tensors):
-        filled = list(operands)
-        for position, tensor in zip(positions, tensors, strict=True):
-            filled[position] = tensor
-        return apply(op, *filled, **sample.attrs)
-
-    program.__name__ = f"first_call_{op.name}"
-    inputs = [Tensor._from_array(np.array(sample.args[i])) for i in positions]
+    program, inputs = sample_program(op, sample, f"first_call_{op.name}")
     capture = bool(sample.captured)
     eager_first = xla_trace(program, platform=platform, capture_as_const=capture)
     compiled_first = xla_trace(program, platform=platform, capture_as_const=capture, first_call="compiled")

@@ -29,7 +29,7 @@ examples:
 
 def add_parser(sub, formatter) -> None:
     from hlotrace.debug import AGAINST, DEFAULT_WINDOW
-    from hlotrace.tools.common import add_target_arguments
+    from hlotrace.tools.common import add_import_argument, add_target_arguments
 
     parser = sub.add_parser(
         "bisect",
@@ -47,14 +47,7 @@ def add_parser(sub, formatter) -> None:
         help=f"records added as outputs at a time (default {DEFAULT_WINDOW})",
     )
     parser.add_argument("--passes", metavar="PIPELINE", help="the pass pipeline (default: the default pipeline)")
-    parser.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE (or FILE.py) first: your ops and rules (repeatable)",
-    )
+    add_import_argument(parser, ": your ops and rules")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(handler=run)
 
@@ -84,17 +77,11 @@ def _trace_inputs(path: str, seed: int):
 def run(args) -> int:
     from hlotrace import debug
     from hlotrace.errors import HlotraceError
-    from hlotrace.tools.common import CliError, _write_stdout
+    from hlotrace.tools.common import CliError, _write_stdout, import_arguments
 
     if args.window < 1:
         raise CliError("--window must be at least 1")
-    if args.imports:
-        from hlotrace.testing.fuzz.session import import_user_modules
-
-        try:
-            import_user_modules(args.imports)
-        except Exception as exc:
-            raise CliError(f"--import: cannot import {exc}") from None
+    import_arguments(args)
     try:
         if args.target.endswith(".json"):
             if args.inputs:

@@ -207,6 +207,28 @@ def add_input_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
 
 
+def add_import_argument(parser, purpose: str) -> None:
+    """--import MODULE (repeatable): a module name or .py file imported before the command runs."""
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help=f"import MODULE (a name or a .py file) first{purpose} (repeatable)",
+    )
+
+
+def import_arguments(args) -> None:
+    """Import every --import module; one that fails is a CliError."""
+    from hlotrace.testing.fuzz.session import import_user_modules
+
+    try:
+        import_user_modules(args.imports)
+    except Exception as exc:  # the user's module failed to import
+        raise CliError(f"--import: cannot import {exc}") from None
+
+
 def add_target_arguments(parser) -> None:
     """TARGET (FILE.py:FUNC or a trace file) with --input/--seed/--platform, as `lower` takes them."""
     parser.add_argument("target", metavar="FILE.py:FUNC|TRACE.json", help="a function to record, or a saved trace")

@@ -46,6 +46,8 @@ examples:
 
 
 def add_parser(sub, formatter) -> None:
+    from hlotrace.tools.common import add_import_argument
+
     parser = sub.add_parser(
         "fuzz",
         help="check random programs against every oracle; shrink and save what disagrees",
@@ -63,14 +65,7 @@ def add_parser(sub, formatter) -> None:
         "--passes", metavar="P,Q", help="check only these passes (default: every registered pass); '' for none"
     )
     parser.add_argument("--pipeline", metavar="PIPELINE", help="also check the module after this whole pipeline")
-    parser.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE (a name or a .py file) first, so its ops, rules and passes are fuzzed (repeatable)",
-    )
+    add_import_argument(parser, ", so its ops, rules and passes are fuzzed")
     parser.add_argument("--out", default="fuzz-out", metavar="DIR", help="where shrunk repros go (default: fuzz-out)")
     parser.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: one per core)"
@@ -99,13 +94,10 @@ def settings_from(args):
         ) from None
     from hlotrace.ops.registry import OPS
     from hlotrace.testing.fuzz.generate import select_ops
-    from hlotrace.testing.fuzz.session import Settings, import_user_modules
-    from hlotrace.tools.common import CliError
+    from hlotrace.testing.fuzz.session import Settings
+    from hlotrace.tools.common import CliError, import_arguments
 
-    try:
-        import_user_modules(args.imports)
-    except Exception as exc:  # the user's module failed to import
-        raise CliError(f"--import: cannot import {exc}") from None
+    import_arguments(args)
     ops = _names(args.ops)
     try:
         selected = select_ops(ops)

@@ -18,6 +18,8 @@ examples:
 
 
 def add_parser(sub, formatter) -> None:
+    from hlotrace.tools.common import add_import_argument
+
     parser = sub.add_parser(
         "replay",
         help="re-run a saved fuzz program against every oracle and print the verdict",
@@ -26,14 +28,7 @@ def add_parser(sub, formatter) -> None:
         formatter_class=formatter,
     )
     parser.add_argument("file", metavar="FILE", help="a trace file written by 'hlotrace fuzz' (or any trace file)")
-    parser.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first (repeatable)",
-    )
+    add_import_argument(parser, "")
     parser.add_argument("--passes", metavar="P,Q", help="check only these passes (default: every registered pass)")
     parser.add_argument("--no-interpreter", action="store_true", help="skip the StableHLO interpreter oracle")
     parser.add_argument("--platform", choices=("cpu", "cuda"), help="PJRT platform (default: CUDA if present)")
@@ -47,13 +42,9 @@ def run(args) -> int:
     from hlotrace.testing.fuzz.interpreter import Interpreter
     from hlotrace.testing.fuzz.oracles import BUGS, Oracles, check
     from hlotrace.testing.fuzz.program import Program
-    from hlotrace.testing.fuzz.session import import_user_modules
-    from hlotrace.tools.common import CliError
+    from hlotrace.tools.common import CliError, import_arguments
 
-    try:
-        import_user_modules(args.imports)
-    except Exception as exc:
-        raise CliError(f"--import: cannot import {exc}") from None
+    import_arguments(args)
     if not os.path.exists(args.file):
         raise CliError(f"no such file: {args.file}")
     try:

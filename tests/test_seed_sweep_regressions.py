@@ -165,6 +165,17 @@ def test_conv_transpose_with_a_kernel_larger_than_its_input_compiles():
     check_op(OPS["conv_transpose2d"], _sample(x, w, captured=[1], **attrs))
 
 
+def test_conv_transpose_with_a_kernel_reaching_further_in_one_dimension_compiles():
+    """Seed 308871127 (conv_transpose2d-float64, the worker aborted as above): the kernel
+    reaches further than the dilated input in the second spatial dimension only (4 < 5)
+    while the products of the sizes (28 > 10) did not call for the explicit dilation."""
+    x = np.linspace(-3, 3, 16).reshape(1, 2, 4, 2)
+    w = np.linspace(-1, 1, 12).reshape(2, 1, 2, 3)
+    attrs = {"stride": (2, 3), "padding": (1, 1), "dilation": (1, 2), "output_padding": (0, 2), "groups": 1}
+    check_op(OPS["conv_transpose2d"], _sample(x, w, captured=[1], **attrs))
+    check_op(OPS["conv_transpose2d"], _sample(x, w, **attrs))
+
+
 def test_finite_differences_skip_only_the_non_finite_outputs():
     """rsqrt's fd gradient test found nothing to compare under seed 2297100651: a single
     rsqrt(0) = inf or rsqrt(-1) = NaN in the sample made sum(w * y) non-finite for every
@@ -210,3 +221,56 @@ def test_a_convolution_of_signed_zeros_may_give_either_zero():
     w = np.array([[[-0.0], [-0.0]], [[0.0], [-0.0]]], np.float16)
     sample = OpSample((x, w), {"stride": 1, "padding": (0,), "dilation": 1, "groups": 1})
     check_op(OPS["conv1d"], sample)
+
+
+def test_an_average_pool_gradient_that_cancels_may_give_either_zero():
+    """Seed 479480147 (ci): avg_pool2d_backward-float16 where a window's ct / 9 terms cancel:
+    NumPy's float32 sum leaves -1e-8, -0.0 in float16, XLA's order an exact +0.0. The
+    UNSIGNED_ZEROS row accepts either (this fails without it)."""
+    ct = np.zeros((1, 1, 2, 3), np.float16)
+    ct[0, 0] = [[-4.5, 2.375, 0.9375], [-6.4375, 4.0625, 3.5625]]
+    attrs = {"kernel_size": 3, "stride": 1, "padding": 1, "input_size": (2, 3), "count_include_pad": True}
+    sample = _sample(ct, **attrs)
+    eager, compiled = run_eager(OPS["avg_pool2d_backward"], sample), run_compiled(OPS["avg_pool2d_backward"], sample)
+    assert eager[0, 0, 0, 1] == 0 and compiled[0, 0, 0, 1] == 0
+    assert np.signbit(eager[0, 0, 0, 1]) != np.signbit(compiled[0, 0, 0, 1])
+    check_op(OPS["avg_pool2d_backward"], sample)
+
+
+def test_the_sign_of_a_flushed_subnormal_constant_is_zero():
+    """Seed 454817280 (ci): sign-float32 of a captured -1.4e-45 gave -0.0 compiled (XLA:CPU
+    compared the unflushed constant with zero but took the sign of the flushed -0.0); NumPy
+    gives -1 unflushed and +0.0 flushed. The rule now maps any zero sign to +0.0."""
+    x = np.array([-1.4e-45, 1.1754942e-38, -0.0, 0.0, 2.0, np.nan], np.float32)
+    for captured in ((), (0,)):
+        result = run_compiled(OPS["sign"], _sample(x, captured=captured))
+        assert not np.signbit(result[2]) and not np.signbit(result[3])
+        check_op(OPS["sign"], _sample(x, captured=captured))
+
+
+@pytest.mark.parametrize("x_value", [0.0, -0.0])
+def test_batch_norm_of_a_constant_zero_input_keeps_ieee_signs(x_value):
+    """Seed 454817280 (ci): batch_norm_inference-bfloat16 of all-zero x with mean [0, -0],
+    both captured: XLA folds 0 - mean into -mean, -0.0 where IEEE (and NumPy) give +0.0."""
+    x = np.full((2, 2, 1, 2), x_value, BF16)
+    mean = np.array([0.0, -0.0], BF16)
+    var = np.array([0.5, 0.328125], BF16)
+    for captured in ((0, 1), (0,), ()):
+        sample = _sample(x, mean, var, captured=captured, eps=0.001)
+        expected = run_eager(OPS["batch_norm_inference"], sample)
+        result = run_compiled(OPS["batch_norm_inference"], sample)
+        assert np.array_equal(np.signbit(result), np.signbit(expected)), (captured, result, expected)
+
+
+def test_sampled_region_bodies_use_no_op_whose_zero_sign_is_unspecified():
+    """Seed 2905549118 (ci): switch-float64's sampled branch took F.maximum(0.0, -0.0), +0.0
+    compiled and -0.0 from NumPy; maximum's check forgives that (UNSIGNED_ZEROS), the
+    switch's check does not. Sampled bodies now spell the maximum as a select."""
+    from hlotrace.ops.control_flow_grad import _random_body, _region
+    from hlotrace.ops.registry import Aval
+    from hlotrace.testing.tolerances import UNSIGNED_ZEROS
+
+    aval = Aval((2,), np.dtype(np.float64))
+    for seed in range(40):
+        region = _region(_random_body(np.random.default_rng(seed)), [aval, aval])
+        assert not [r.op for r in region.records if r.op in UNSIGNED_ZEROS], seed

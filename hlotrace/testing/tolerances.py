@@ -112,6 +112,13 @@ UNSIGNED_ZEROS: dict[str, str] = {
         op: "a convolution sums products of signed zeros: +0 or -0 depending on where the accumulator starts"
         for op in ("conv1d", "conv2d", "conv_transpose2d", "conv2d_weight_grad")
     },
+    # Seed 479480147 (ci): avg_pool2d_backward-float16 of a window summing to 0 gave -0.0 from
+    # NumPy (a float32 residue of -1e-8 of its ct / 9 terms, rounded to float16) and +0.0 compiled.
+    **{
+        op: "it sums ct / window-size terms of both signs in float32: where they cancel, one order leaves a "
+        "residue below the dtype's smallest subnormal, rounded to -0 or +0, and another an exact +0"
+        for op in ("avg_pool2d_backward", "adaptive_avg_pool2d_backward")
+    },
 }
 
 

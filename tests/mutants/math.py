@@ -118,7 +118,7 @@ MUTANTS = [
     Mutant(
         id="sign-keeps-negative-zero",
         file=RULES,
-        find='    return hlo.select(hlo.compare(x, zero, "EQ", aval.dtype), zero, signs)',
+        find="    return hlo.plus_zero(signs, aval)",
         replace="    return signs",
         why="sign left to stablehlo.sign, which gives -0.0 for -0.0 (NumPy: +0.0)",
         ops=("sign",),

@@ -131,10 +131,12 @@ def _conv_transpose2d(ctx, x, w, *, stride, padding, output_padding, dilation, g
     spatial = ctx.in_avals[0].shape[2:]
     dilated = [(n - 1) * s + 1 for n, s in zip(spatial, stride, strict=True)]
     reach = [d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True)]
-    if 0 not in spatial and np.prod(dilated) < np.prod(reach) and any(s > 1 for s in stride):
+    if 0 not in spatial and any(n < r for n, r in zip(dilated, reach, strict=True)) and any(s > 1 for s in stride):
         # XLA's simplifier swaps the operands of a convolution whose kernel is larger than its
         # input, and with a base (lhs) dilation builds an invalid one and aborts (a Check
-        # failure in algebraic_simplifier.cc): dilate x explicitly with interior padding.
+        # failure in algebraic_simplifier.cc): dilate x explicitly with interior padding. Any
+        # one spatial dimension where the kernel reaches further is enough (seed 308871127:
+        # x (1, 2, 4, 2), w (2, 1, 2, 3), stride (2, 3), dilation (1, 2): 4 < 5 in the second).
         zero = hlo.constant(0, wide)
         x = stablehlo.PadOp(x, zero, [0] * 4, [0] * 4, [0, 0, *(s - 1 for s in stride)]).result
         stride = (1, 1)

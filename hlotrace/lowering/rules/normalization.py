@@ -58,11 +58,15 @@ def _batch_norm_inference(ctx, x, mean, var, *, eps):
     wide = Aval(aval.shape, compute_dtype(aval.dtype))
     channels = (aval.shape[1],)
     value = hlo.convert(x, aval, wide.dtype)
+    spread = hlo.broadcast_in_dim(hlo.convert(mean, mean_aval, wide.dtype), aval.shape, [1])
     if hlo.is_zero_constant(mean, -1.0):
         # x - (-0.0) is x + 0.0 (-0.0 becomes +0.0), which XLA would fold to x.
         centered = hlo.plus_zero(value, wide)
+    elif hlo.is_zero_constant(x, 1.0):
+        # +0.0 - mean is -mean except that it is +0.0 for either zero mean; XLA folds it to
+        # -mean, keeping -0.0 (seed 454817280: x all zeros captured, mean [0, -0]).
+        centered = hlo.plus_zero(stablehlo.NegOp(spread).result, wide)
     else:
-        spread = hlo.broadcast_in_dim(hlo.convert(mean, mean_aval, wide.dtype), aval.shape, [1])
         centered = stablehlo.SubtractOp(value, spread).result
     var = hlo.convert(var, var_aval, wide.dtype)
     scale = stablehlo.RsqrtOp(stablehlo.AddOp(var, hlo.constant(eps, wide.dtype, channels)).result).result

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-softmax demo-cnn demo-transformer test test-thorough test-seeds test-gpu mutation lint format bench clean
+.PHONY: install demo demo-softmax demo-cnn demo-transformer demo-multiprocess demo-spmd test test-thorough test-seeds test-gpu mutation lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,14 @@ demo-cnn: $(STAMP)
 
 demo-transformer: $(STAMP)
 	$(BIN)/python examples/train_transformer.py
+
+# Data-parallel training over 2 processes x 4 CPU devices (hlotrace.distributed.launch).
+demo-multiprocess: $(STAMP)
+	$(BIN)/python -m hlotrace.distributed.launch --nproc 2 --cpu-devices 4 examples/train_multiprocess.py
+
+# The MLP data-parallel and FSDP-style on 8 CPU devices (XLA's SPMD partitioner).
+demo-spmd: $(STAMP)
+	HLOTRACE_CPU_DEVICES=8 $(BIN)/python examples/train_spmd.py
 
 # Test workers (pytest-xdist): one per core by default; TEST_JOBS=0 runs in one process.
 TEST_JOBS ?= auto

@@ -155,6 +155,8 @@ class TracedFunction:
         # Implicit state the function reads (a random generator's key) becomes a late input,
         # saved in the snapshot so that a failure puts it back too.
         abstract = (self.first_call or _check_first_call(_environ.get(FIRST_CALL_ENV) or "eager")) == "compiled"
+        # A mesh spanning processes: no process holds the global values, record from shapes.
+        abstract = abstract or (_spmd.active and _spmd.spans_processes(inputs))
         recorder = Recorder(
             name=name, capture_as_const=self.capture_as_const, on_late_input=snapshot.add, abstract=abstract
         )
@@ -190,6 +192,8 @@ class TracedFunction:
             stages = os.path.join(dump, f"{name}.{len(self._cache) + 1}.passes") if dump else None
             optimized = passes.run(lowered, pipeline, dump_to=stages)
         text = optimized.text()
+        if spmd:  # every process of a multi-process mesh must compile this same module
+            _spmd.agree_on_module(name, trace, text, spmd.devices)
         try:
             executable = runtime.compile(
                 text, optimized.in_avals, optimized.out_avals, platform=self.platform, spmd=spmd or None

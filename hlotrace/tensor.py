@@ -123,7 +123,12 @@ class Tensor:
         """The value as a read-only NumPy array (copied from the device once)."""
         host = self._host
         if host is None:
-            array = np.asarray(self._device)
+            try:
+                array = np.asarray(self._device)
+            except RuntimeError:  # part of it lives in another process (hlotrace.distributed)
+                from hlotrace.distributed.global_data import host_value
+
+                array = host_value(self)
             _metric_counts["device_to_host_bytes"] += array.nbytes
             if array.flags.writeable:
                 array.flags.writeable = False

@@ -24,3 +24,39 @@ def placed(tensors) -> bool:
     from hlotrace.distributed.placement import sharding_of
 
     return any(sharding_of(t) is not None for t in tensors)
+
+
+def spans_processes(tensors) -> bool:
+    """Whether the mesh of ``tensors`` (placed ones) includes another process's devices:
+    then the recording runs on shapes only and every process must compile the same module."""
+    from hlotrace.distributed.placement import sharding_of
+    from hlotrace.distributed.process import spans_processes as spans
+
+    for t in tensors:
+        sharding = sharding_of(t)
+        if sharding is not None:
+            return spans(sharding.mesh.devices)
+    return False
+
+
+def agree_on_module(name, trace, text, devices) -> None:
+    """Before compiling for ``devices``: when they span processes, check that every process
+    compiles this very module (see distributed.process.agree_on_module)."""
+    from hlotrace.distributed import process
+
+    if process.spans_processes(devices):
+        process.agree_on_module(name, trace, text)
+
+
+def keep_placements(pairs) -> None:
+    """After ``load_state_dict`` swapped in host values: put every ``(tensor, like)`` back on
+    its mesh, laid out as it was placed (or, when it never was, as ``like``, its parameter,
+    if it has the parameter's shape: optimizer state follows its parameter)."""
+    from hlotrace.distributed.placement import place, registered
+
+    for tensor, like in pairs:
+        sharding = registered(tensor)
+        if sharding is None and like is not None and tensor.shape == like.shape:
+            sharding = registered(like)
+        if sharding is not None:
+            place(tensor, sharding)

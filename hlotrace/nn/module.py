@@ -296,6 +296,10 @@ class Module:
             updates.append((target, array))
         for target, array in updates:
             target._assign(tensor(array, dtype=target.dtype))
+        from hlotrace.distributed import hooks as spmd_hooks
+
+        if spmd_hooks.active:  # a parameter placed on a mesh stays there, laid out as before
+            spmd_hooks.keep_placements((target, None) for target, _ in updates)
         return IncompatibleKeys(missing, unexpected)
 
     def _trace_state(self) -> tuple[tuple, list[Tensor]]:

@@ -333,6 +333,10 @@ class Optimizer:
         for p, state_name, array in updates:
             target = self.state[p][state_name]
             _set_or_assign(target, array)
+        from hlotrace.distributed import hooks as spmd_hooks
+
+        if spmd_hooks.active:  # state of a parameter on a mesh goes back onto it
+            spmd_hooks.keep_placements((self.state[p][state_name], p) for p, state_name, _ in updates)
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]

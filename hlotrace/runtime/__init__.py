@@ -24,6 +24,20 @@ CPU_DEVICES_ENV = "HLOTRACE_CPU_DEVICES"
 _client_cache: dict[str, object] = {}
 _cpu_devices_setting: list = []  # $HLOTRACE_CPU_DEVICES as it was when the CPU client was made
 _cpu_clients: dict[int, object] = {}  # extra CPU clients by device count (cpu_client)
+# (distributed runtime client, process id, process count) once hlotrace.distributed.initialize
+# joined a job of several processes: the CPU client is then made over every process's devices.
+_distributed: list = []
+
+
+def set_distributed(distributed_client, process_id: int, num_processes: int) -> None:
+    """Make the CPU client (not created yet) a client of this multi-process job."""
+    if "cpu" in _client_cache:
+        raise HlotraceError("the CPU client already exists: hlotrace.distributed.initialize() must come first")
+    _distributed[:] = [distributed_client, int(process_id), int(num_processes)]
+
+
+def cpu_client_exists() -> bool:
+    return "cpu" in _client_cache
 
 
 def _cpu_devices_requested() -> int | None:
@@ -58,7 +72,11 @@ def _load_client(platform: str):
         if platform == "cpu":
             # HLOTRACE_CPU_DEVICES=N: a CPU client with N devices (hlotrace.distributed).
             requested = _cpu_devices_requested()
-            if requested is None:
+            if _distributed:
+                from hlotrace.runtime import jaxlib_dist
+
+                _client_cache[platform] = jaxlib_dist.make_cpu_client(*_distributed, requested)
+            elif requested is None:
                 _client_cache[platform] = jaxlib_compat.get_client(platform)
             else:
                 from hlotrace.runtime import jaxlib_spmd
@@ -104,10 +122,17 @@ def client(platform: str | None = None):
             if requested not in _client_cache:
                 _client_cache[requested] = plugins.load(requested, path)
             return _client_cache[requested]
+        if _distributed and requested != "cpu":
+            raise BackendError(
+                f"{_PLATFORM_ENV}={requested!r}: a job of several processes (hlotrace.distributed.initialize) "
+                f"runs on the CPU client with gloo collectives; CUDA clients with NCCL are not supported yet"
+            )
         try:
             return _load_client(requested)
         except RuntimeError as exc:
             raise BackendError(f"PJRT platform {requested!r} is not available here: {exc}") from None
+    if _distributed:  # several processes: their shared (CPU, gloo) client
+        return _load_client("cpu")
     try:
         return _load_client("cuda")
     except RuntimeError:

@@ -150,17 +150,24 @@ def deserialize_spmd(client, data: bytes, devices, options):
     return client.deserialize_executable(data, xc.DeviceList(tuple(devices)), options)
 
 
-def parameter_shardings(executable) -> list:
-    """The executable's parameter shardings (``HloSharding``), in argument order."""
+def parameter_shardings(executable, count: int) -> list:
+    """The executable's ``count`` parameter shardings (``HloSharding``), in argument order
+    (replicated for a one-partition executable, for which jaxlib returns None)."""
     from jax._src.lib import xla_client as xc
 
-    return [xc.HloSharding.from_proto(p) for p in executable.get_parameter_shardings()]
+    protos = executable.get_parameter_shardings()
+    if protos is None:
+        return [xc.HloSharding.replicate()] * count
+    return [xc.HloSharding.from_proto(p) for p in protos]
 
 
-def output_shardings(executable) -> list:
+def output_shardings(executable, count: int) -> list:
     from jax._src.lib import xla_client as xc
 
-    return [xc.HloSharding.from_proto(p) for p in executable.get_output_shardings()]
+    protos = executable.get_output_shardings()
+    if protos is None:
+        return [xc.HloSharding.replicate()] * count
+    return [xc.HloSharding.from_proto(p) for p in protos]
 
 
 # ---------------------------------------------------------------------------------------
@@ -250,8 +257,39 @@ def make_spmd_executor(executable, out_shapes_dtypes, out_jax_shardings):
         for (s, d), sharding in zip(out_shapes_dtypes, out_jax_shardings, strict=True)
     ]
     execute_sharded = executable.execute_sharded
+    if len(executable.local_devices()) == 1 and all(len(s.device_set) == 1 for s in out_jax_shardings):
+        # A one-device mesh: jaxlib 0.10.2's consume_with_handlers fails on a one-partition
+        # executable ("Wrong number of shards: 0"); build the global arrays from the shards.
+        import jax
+
+        def run_one(buffers):
+            results = execute_sharded(buffers).disassemble_into_single_device_arrays()
+            return [
+                jax.make_array_from_single_device_arrays(tuple(s), sharding, shards)
+                for (s, _), sharding, shards in zip(out_shapes_dtypes, out_jax_shardings, results, strict=True)
+            ]
+
+        return run_one
 
     def run(buffers):
         return execute_sharded(buffers).consume_with_handlers(handlers)
 
     return run
+
+
+# ---------------------------------------------------------------------------------------
+# Inspection (hlotrace.distributed.inspect)
+# ---------------------------------------------------------------------------------------
+
+
+def mesh_axes_of(jax_sharding):
+    """((axis name, size), ...) of a jax ``NamedSharding``'s mesh, else None."""
+    mesh = getattr(jax_sharding, "mesh", None)
+    if mesh is None:
+        return None
+    return tuple((str(name), int(size)) for name, size in zip(mesh.axis_names, mesh.devices.shape, strict=True))
+
+
+def shard_bytes(buffer) -> list[tuple[int, int]]:
+    """(device id, bytes) of every shard of a device array (a one-device array: one)."""
+    return [(int(shard.device.id), int(shard.data.nbytes)) for shard in buffer.addressable_shards]

@@ -93,6 +93,7 @@ def _checked_run(execute, in_shardings, in_avals):
     """``run(buffers)``: every buffer whose layout is not the executable's is re-placed
     first (gathered to the host and laid out again), so PJRT never sees a wrong shard."""
     expected = [(s, tuple(a.shape), np.dtype(a.dtype)) for s, a in zip(in_shardings, in_avals, strict=True)]
+    from hlotrace.runtime import jaxlib_dist
 
     def run(buffers):
         _counts["executions"] += 1
@@ -103,6 +104,12 @@ def _checked_run(execute, in_shardings, in_avals):
             if actual is sharding and buffer.shape == shape:
                 continue
             if actual != sharding or buffer.shape != shape or buffer.dtype != dtype:
+                if not jaxlib_dist.is_fully_addressable(buffer):
+                    raise BackendError(
+                        f"argument {i} of the SPMD executable spans several processes laid out otherwise than the "
+                        f"executable expects ({actual} vs {sharding}); no process can re-place it alone: place it "
+                        f"with dist.make_global(part, mesh, spec) as the step's inputs are"
+                    )
                 array = np.asarray(buffer)
                 if array.shape != shape or array.dtype != dtype:
                     raise BackendError(
@@ -169,10 +176,11 @@ def compile_spmd(module_text: str, in_avals, out_avals, plan, disabled_xla_passe
 
 
 def _load_or_compile(pjrt, module_text, in_avals, out_avals, devices, options):
-    from hlotrace.runtime import _first_line, _library_versions, cache, jaxlib_compat, jaxlib_spmd
+    from hlotrace.runtime import _first_line, _library_versions, cache, jaxlib_compat, jaxlib_dist, jaxlib_spmd
 
     fields = None
-    if cache.enabled():
+    # (not for a mesh spanning processes: every process must build its part of one program)
+    if cache.enabled() and len({jaxlib_dist.process_index_of(d) for d in devices}) == 1:
         if not _library_versions:
             _library_versions.update(jaxlib_compat.library_versions())
         fields = cache.key_fields(
@@ -215,14 +223,34 @@ def _load_or_compile(pjrt, module_text, in_avals, out_avals, devices, options):
     return loaded, seconds, False
 
 
+def _across_processes(execute):
+    """``execute`` whose failure names the process that stopped (a collective between
+    processes fails when a peer exits: "Gloo all-reduce failed: Connection closed by peer")."""
+
+    def run(buffers):
+        try:
+            return execute(buffers)
+        except Exception as exc:
+            from hlotrace.distributed.process import peer_failure
+            from hlotrace.runtime import _first_line
+
+            peer = peer_failure()
+            raise BackendError(
+                f"the SPMD step failed while exchanging data with the other processes ({_first_line(exc)}); "
+                + (peer or "another process of the job probably stopped: see its output")
+            ) from exc
+
+    return run
+
+
 def _wrap(loaded, plan, devices, in_avals, out_avals, seconds, from_disk) -> SpmdExecutable:
-    from hlotrace.runtime import jaxlib_spmd
+    from hlotrace.runtime import jaxlib_dist, jaxlib_spmd
 
     mesh = (devices, tuple(plan.mesh_shape), tuple(plan.axis_names))
     jmesh_sharding = jax_sharding(*mesh, ())
     jmesh = jmesh_sharding.mesh
     in_shardings = []
-    for i, (hlo, aval) in enumerate(zip(jaxlib_spmd.parameter_shardings(loaded), in_avals, strict=True)):
+    for i, (hlo, aval) in enumerate(zip(jaxlib_spmd.parameter_shardings(loaded, len(in_avals)), in_avals, strict=True)):
         dims = tuple(plan.in_dims[i])
         wanted = jax_sharding(*mesh, dims)
         if jaxlib_spmd.hlo_sharding_of(wanted, len(aval.shape)) != hlo:
@@ -233,13 +261,15 @@ def _wrap(loaded, plan, devices, in_avals, out_avals, seconds, from_disk) -> Spm
             wanted = jax_sharding(*mesh, dims)
         in_shardings.append(wanted)
     out_shardings, out_dims = [], []
-    for i, (hlo, aval) in enumerate(zip(jaxlib_spmd.output_shardings(loaded), out_avals, strict=True)):
+    for i, (hlo, aval) in enumerate(zip(jaxlib_spmd.output_shardings(loaded, len(out_avals)), out_avals, strict=True)):
         dims = jaxlib_spmd.dims_from_hlo(hlo, jmesh, len(aval.shape))
         if dims is None:
             raise BackendError(f"XLA chose a layout for result {i} ({hlo}) that is no sharding of the mesh")
         out_dims.append(dims)
         out_shardings.append(jax_sharding(*mesh, dims))
     execute = jaxlib_spmd.make_spmd_executor(loaded, [(a.shape, a.dtype) for a in out_avals], out_shardings)
+    if len({jaxlib_dist.process_index_of(d) for d in devices}) > 1:
+        execute = _across_processes(execute)
     exe = SpmdExecutable(
         loaded, devices, list(in_avals), list(out_avals), seconds, in_shardings, out_shardings, out_dims
     )

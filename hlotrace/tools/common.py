@@ -245,3 +245,145 @@ def target_trace(args):
     from hlotrace.tools.lower_cmd import record_target
 
     return record_target(args.target, args.inputs, args.seed, args.platform, passes="").trace
+
+
+# -- meshes and placed inputs (lower, stages, explain) ----------------------------------
+
+MESH_FORMS = "'4x2:data,model' (sizes, then axis names) or 'data=4,model=2'"
+_AXIS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_mesh(text: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """``"4x2:data,model"`` or ``"data=4,model=2"`` → ``((4, 2), ("data", "model"))``.
+
+    Raises CliError naming what is wrong and the accepted forms.
+    """
+
+    def bad(why: str) -> CliError:
+        return CliError(f"malformed --mesh {text!r}: {why}; expected {MESH_FORMS}")
+
+    text = text.strip()
+    if "=" in text:
+        pairs = [part.partition("=") for part in text.split(",")]
+        names = tuple(name.strip() for name, _, _ in pairs)
+        sizes = [size.strip() for _, _, size in pairs]
+    else:
+        sizes_text, sep, names_text = text.partition(":")
+        if not sep:
+            raise bad("no axis names (the part after ':')")
+        sizes = [size.strip() for size in sizes_text.lower().split("x")]
+        names = tuple(name.strip() for name in names_text.split(","))
+    for size in sizes:
+        if not size.isdigit() or int(size) < 1:
+            raise bad(f"axis size {size!r} is not a positive integer")
+    for name in names:
+        if not _AXIS_RE.match(name):
+            raise bad(f"axis name {name!r} is not an identifier")
+    if len(sizes) != len(names):
+        raise bad(f"{len(sizes)} axis size(s) but {len(names)} axis name(s)")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise bad(f"axis name(s) {', '.join(map(repr, repeated))} repeated")
+    return tuple(int(s) for s in sizes), names
+
+
+def split_input(spec: str) -> tuple[str, str | None]:
+    """``"f32[8,4]@data"`` → ``("f32[8,4]", "data")``; no ``@``: ``(spec, None)``."""
+    value, sep, placement = spec.partition("@")
+    return (value, placement) if sep else (spec, None)
+
+
+def parse_placement(text: str, spec: str):
+    """The ``@...`` part of an --input: per dimension an axis name, ``None`` or ``_``
+    (replicated) or ``a+b`` (split over both), comma-separated → ``dist.P``."""
+    from hlotrace.distributed.mesh import P
+
+    entries: list = []
+    for part in text.split(",") if text.strip() else []:
+        part = part.strip()
+        if part in ("None", "none", "_", ""):
+            entries.append(None)
+            continue
+        axes = tuple(a.strip() for a in part.split("+"))
+        for axis in axes:
+            if not _AXIS_RE.match(axis):
+                raise CliError(
+                    f"malformed --input {spec!r}: {axis!r} is not an axis name; after '@' give, per dimension, an "
+                    f"axis name, None (replicated) or a+b (split over both), e.g. 'f32[64,1000]@data,None'"
+                )
+        entries.append(axes if len(axes) > 1 else axes[0])
+    return P(*entries)
+
+
+def add_mesh_argument(parser) -> None:
+    """--mesh: run the program on a device mesh, with --input DTYPE[SHAPE]@SPEC placements."""
+    parser.add_argument(
+        "--mesh",
+        metavar="MESH",
+        help=f"compile for a mesh of devices, {MESH_FORMS}; place inputs with --input 'f32[64,1000]@data' "
+        "(per dimension an axis name, None, or a+b; inputs without '@' are replicated). On the CPU the mesh's "
+        "devices come from a CPU client of that many devices",
+    )
+
+
+MAX_CLI_CPU_DEVICES = 64
+
+
+def make_mesh(text: str | None, platform=None):
+    """The dist.Mesh of a --mesh string, or None. On the CPU a mesh larger than hlotrace's
+    client takes a separate CPU client of that many devices (as HLOTRACE_CPU_DEVICES would),
+    up to MAX_CLI_CPU_DEVICES."""
+    if text is None:
+        return None
+    import math
+
+    from hlotrace import runtime
+    from hlotrace.distributed.mesh import Mesh, devices
+    from hlotrace.runtime import jaxlib_compat
+
+    shape, names = parse_mesh(text)
+    size = math.prod(shape)
+    found = devices(platform)
+    if len(found) < size and runtime.platform_name(platform) == "cpu" and size <= MAX_CLI_CPU_DEVICES:
+        found = list(jaxlib_compat.client_devices(runtime.cpu_client(size)))
+    return Mesh(shape, names, devices=found[:size] if len(found) >= size else found)
+
+
+def place_inputs(inputs, input_specs, mesh):
+    """Each input laid out on ``mesh`` as its --input's ``@SPEC`` says (replicated without
+    one); without a mesh an ``@SPEC`` is a CliError."""
+    from hlotrace.errors import HlotraceError
+
+    placed = []
+    for tensor, spec in zip(inputs, input_specs, strict=True):
+        placement = split_input(spec)[1]
+        if mesh is None:
+            if placement is not None:
+                raise CliError(f"--input {spec!r} places an input on a mesh: give --mesh too (e.g. --mesh 4:data)")
+            placed.append(tensor)
+            continue
+        import hlotrace.distributed as dist
+
+        try:
+            sharding = dist.NamedSharding(mesh, parse_placement(placement or "", spec))
+            sharding.check(tensor.shape, f"--input {spec!r}")
+        except HlotraceError as exc:
+            raise CliError(f"--input {spec!r}: {exc}") from None
+        placed.append(dist.shard(tensor, sharding))
+    return placed
+
+
+def target_program(args, passes: str):
+    """(trace, compiled function or None) of ``args.target``: with --mesh, FILE.py:FUNC
+    recorded on its placed inputs and compiled for the mesh under ``passes``."""
+    if getattr(args, "mesh", None) is None:
+        return target_trace(args), None
+    if args.target.endswith(".json"):
+        raise CliError(
+            "--mesh needs a FILE.py:FUNC target (its inputs are placed with --input 'DTYPE[SHAPE]@SPEC'); "
+            "a trace file has no placements"
+        )
+    from hlotrace.tools.lower_cmd import record_target
+
+    traced = record_target(args.target, args.inputs, args.seed, args.platform, passes=passes, mesh=args.mesh)
+    return traced.trace, traced

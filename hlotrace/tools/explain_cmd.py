@@ -20,19 +20,28 @@ whole executable) and the memory stats (temp, argument, output, alias bytes). Pe
 instruction and per line, flops and bytes are estimates from the HLO's shapes (a dot is
 2*M*N*K, a reduce one op per input element, elementwise ops one per output element; bytes
 are the instruction's operands plus its result); an instruction that came from several
-lines is split evenly between them."""
+lines is split evenly between them.
+
+With --mesh (and --input DTYPE[SHAPE]@SPEC placements, as 'hlotrace lower' takes them) the
+program is compiled for a mesh of devices and the report is of the partitioned per-device
+program: the memory stats are per device, and a table lists the collectives XLA's
+partitioner inserted (all-reduce, all-gather, reduce-scatter, all-to-all,
+collective-permute) with the bytes each moves per device, the devices in each group, and
+the recorded ops and source lines that caused them (several when XLA combined them).
+The same list is available in Python: hlotrace.distributed.inspect.collectives(fn)."""
 
 EPILOG = """\
 examples:
   hlotrace explain examples/softmax_demo.py:fused_softmax --input 'f32[64,1000]'
   hlotrace explain model.py:step -i 'f32[8,784]' -i 'i32[8]' --top 5
-  hlotrace explain dumps/step.1.trace.json --passes '' --json > explain.json"""
+  hlotrace explain dumps/step.1.trace.json --passes '' --json > explain.json
+  hlotrace explain model.py:mlp --mesh 4x2:data,model -i 'f32[64,1000]@data' -i 'f32[1000,512]@None,model'"""
 
 _REC = re.compile(r"(?:^|/)rec(\d+):")
 
 
 def add_parser(sub, formatter) -> None:
-    from hlotrace.tools.common import add_target_arguments
+    from hlotrace.tools.common import add_mesh_argument, add_target_arguments
 
     parser = sub.add_parser(
         "explain",
@@ -45,17 +54,23 @@ def add_parser(sub, formatter) -> None:
     parser.add_argument("--passes", metavar="PIPELINE", help="the pass pipeline (default: the default pipeline)")
     parser.add_argument("--top", type=int, default=10, metavar="N", help="source lines to list (default: 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    add_mesh_argument(parser)
     parser.set_defaults(handler=run)
 
 
-def explain(trace, pipeline: str, platform=None) -> dict:
-    """The report as a dict: totals, memory, instructions, lines (hottest first)."""
+def explain(trace, pipeline: str, platform=None, executable=None) -> dict:
+    """The report as a dict: totals, memory, instructions, lines (hottest first), the
+    collectives and the devices. ``executable``: the one compiled from ``trace`` under
+    ``pipeline`` (an SPMD one for a mesh); else it is compiled here, on one device."""
     from hlotrace import passes, runtime
+    from hlotrace.distributed.inspect import collectives
     from hlotrace.lowering import lower_trace
     from hlotrace.tools import hlo_parse
 
-    lowered = passes.run(lower_trace(trace), pipeline)
-    exe = runtime.compile(lowered.text(), lowered.in_avals, lowered.out_avals, platform=platform)
+    exe = executable
+    if exe is None:
+        lowered = passes.run(lower_trace(trace), pipeline)
+        exe = runtime.compile(lowered.text(), lowered.in_avals, lowered.out_avals, platform=platform)
     module = hlo_parse.parse(exe.hlo_text())
     by_name = module.instruction_map()
     instructions, lines = [], {}
@@ -82,7 +97,14 @@ def explain(trace, pipeline: str, platform=None) -> dict:
         entry["ops"] = sorted(entry["ops"], key=_record_index)
     cost = exe.cost_analysis()
     totals = {k: cost.get(k) for k in ("flops", "bytes accessed", "transcendentals") if k in cost}
-    return {"totals": totals, "memory": exe.memory_stats(), "instructions": instructions, "lines": hottest}
+    return {
+        "totals": totals,
+        "memory": exe.memory_stats(),
+        "devices": len(getattr(exe, "devices", ())) or 1,
+        "instructions": instructions,
+        "lines": hottest,
+        "collectives": [c.to_dict() for c in collectives(exe, trace)],
+    }
 
 
 def _record_index(name: str):
@@ -107,9 +129,26 @@ def _human(n) -> str:
 
 
 def format_report(report: dict, top: int) -> str:
+    from hlotrace.distributed.inspect import Collective, format_collectives
+
     totals = ", ".join(f"{k} {_human(v)}" for k, v in report["totals"].items()) or "not available"
     memory = ", ".join(f"{k} {_human(v)}B" for k, v in report["memory"].items()) or "not available"
-    out = [f"XLA cost analysis (whole executable): {totals}", f"XLA memory stats: {memory}", ""]
+    devices = report.get("devices", 1)
+    if devices > 1:
+        out = [
+            f"XLA cost analysis (one device's partitioned program, {devices} devices): {totals}",
+            f"XLA memory stats (per device): {memory}",
+            "",
+            "collectives XLA's partitioner inserted (bytes per device; ops @ lines that caused them):",
+            format_collectives(
+                [Collective(**{**c, "axes": tuple(c["axes"]) if c["axes"] else None,
+                               "ops": tuple(c["ops"]), "lines": tuple(c["lines"])})
+                 for c in report["collectives"]]
+            ),
+            "",
+        ]  # fmt: skip
+    else:
+        out = [f"XLA cost analysis (whole executable): {totals}", f"XLA memory stats: {memory}", ""]
     out.append(f"hottest source lines (estimated; top {top}):")
     out.append(f"  {'flops':>8} {'bytes':>8}  {'line':<28} ops")
     for entry in report["lines"][:top]:
@@ -129,14 +168,14 @@ def format_report(report: dict, top: int) -> str:
 
 def run(args) -> int:
     from hlotrace.passes.registry import DEFAULT_PIPELINE
-    from hlotrace.tools.common import CliError, _write_stdout, target_trace
+    from hlotrace.tools.common import CliError, _write_stdout, target_program
 
     if args.top < 1:
         raise CliError(f"--top must be at least 1, not {args.top}")
-    trace = target_trace(args)
     pipeline = DEFAULT_PIPELINE if args.passes is None else args.passes
     try:
-        report = explain(trace, pipeline, args.platform)
+        trace, traced = target_program(args, pipeline)
+        report = explain(trace, pipeline, args.platform, None if traced is None else traced.executable)
     except (ValueError, KeyError) as exc:  # a malformed pipeline
         raise CliError(f"--passes: {exc.args[0] if exc.args else exc}") from None
     _write_stdout(json.dumps(report, indent=1) if args.json else format_report(report, args.top))

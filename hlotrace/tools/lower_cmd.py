@@ -17,8 +17,12 @@ from hlotrace.tools.common import (
     _user_frame,
     _write_stdout,
     add_input_arguments,
+    add_mesh_argument,
+    make_mesh,
     parse_input_spec,
+    place_inputs,
     random_input,
+    split_input,
 )
 
 DESCRIPTION = f"""\
@@ -31,7 +35,14 @@ decorated with @xla_trace. A summary (op counts, platform) goes to stderr.
 Each --input is DTYPE[SHAPE], one per positional argument of FUNC, in order:
 'f32[64,1000]', 'bf16[2,3]', 'i32[5]', 'bool[4,4]', and 'f32[]' for a scalar.
 Accepted dtypes: {ACCEPTED_DTYPES} (also float32, float64, float16, bfloat16, int32, int64, pred).
-Floats are drawn from a standard normal, integers uniformly from 0..9, bool at random."""
+Floats are drawn from a standard normal, integers uniformly from 0..9, bool at random.
+
+With --mesh the program is compiled for a mesh of devices through XLA's SPMD partitioner
+(see README, "Many devices (SPMD)"): an input written DTYPE[SHAPE]@SPEC is laid out across
+the mesh, SPEC giving per dimension an axis name, None (replicated) or a+b (split over
+both axes), e.g. 'f32[64,1000]@data' or 'f32[1000,512]@None,model'; inputs without '@' are
+replicated. The module then carries its Shardy annotations (sdy.mesh, sdy.sharding), and
+--compiled prints the partitioned per-device HLO with the collectives XLA inserted."""
 
 EPILOG = """\
 examples:
@@ -40,6 +51,8 @@ examples:
   hlotrace lower model.py:step --input 'f32[8,8]' --input 'i32[8]' --seed 1 --compiled
   hlotrace lower model.py:forward --input 'f32[]' --trace-out forward.trace.json > forward.mlir
   hlotrace lower model.py:forward --input 'f32[64,1000]' --passes 'fuse-reductions,cse'
+  hlotrace lower model.py:mlp --mesh 4x2:data,model -i 'f32[64,1000]@data' -i 'f32[1000,512]@None,model'
+  hlotrace lower model.py:mlp --mesh data=8 -i 'f32[64,1000]@data' -i 'f32[1000,512]' --compiled
 
 Quote the specs: brackets are glob characters in most shells."""
 
@@ -72,6 +85,7 @@ def add_parser(sub, formatter) -> None:
         choices=("cpu", "cuda"),
         help="PJRT platform to compile for (default: $HLOTRACE_PLATFORM, else CUDA if present)",
     )
+    add_mesh_argument(lower)
     lower.set_defaults(handler=run)
 
 
@@ -84,12 +98,32 @@ def _summary(lowered, platform: str, func_name: str, avals: str) -> str:
     return f"{PROG}: {func_name}({avals}): {total} stablehlo ops ({ops or 'none'}); platform {platform}"
 
 
-def record_target(target: str, input_specs, seed: int = 0, platform=None, passes=None):
+def _mesh_summary(traced) -> str:
+    """``mesh data=4,model=2 (8 devices): 2 collectives (all-reduce 2)`` for the summary line."""
+    from hlotrace.distributed.inspect import collectives, mesh_axes
+
+    exe = traced.executable
+    axes = mesh_axes(exe)
+    mesh = ",".join(f"{name}={size}" for name, size in axes) if axes else "one device"
+    found = collectives(traced)
+    kinds: dict[str, int] = {}
+    for c in found:
+        kinds[c.kind] = kinds.get(c.kind, 0) + 1
+    listed = ", ".join(f"{k} {n}" for k, n in kinds.items())
+    return f"mesh {mesh}: {len(found)} collectives" + (f" ({listed})" if listed else "")
+
+
+def record_target(target: str, input_specs, seed: int = 0, platform=None, passes=None, mesh=None):
     """Import FILE.py, find FUNC, call it once on random inputs of ``input_specs`` (strings
-    such as 'f32[8,8]') under xla_trace and return the TracedFunction (compiled, with its
-    trace). Every user mistake is a CliError."""
+    such as 'f32[8,8]', or 'f32[8,8]@data' with ``mesh``, a --mesh string) under xla_trace
+    and return the TracedFunction (compiled, with its trace). Every user mistake is a
+    CliError."""
     path, func_name = _split_target(target)
-    specs = [parse_input_spec(spec) for spec in input_specs]
+    specs = [parse_input_spec(split_input(spec)[0]) for spec in input_specs]
+    for spec in input_specs:  # before importing the user's file: an '@' needs --mesh
+        if mesh is None and split_input(spec)[1] is not None:
+            raise CliError(f"--input {spec!r} places an input on a mesh: give --mesh too (e.g. --mesh 4:data)")
+    mesh = make_mesh(mesh, platform)
     if not os.path.exists(path):
         raise CliError(f"no such file: {path}")
     if os.path.isdir(path):
@@ -101,7 +135,7 @@ def record_target(target: str, input_specs, seed: int = 0, platform=None, passes
     try:
         module = _import_file(path)
         obj = _find_function(module, path, func_name)
-        return _record(obj, func_name, specs, user_dir, seed, platform, passes)
+        return _record(obj, func_name, specs, user_dir, seed, platform, passes, (mesh, input_specs))
     finally:
         try:
             sys.path.remove(user_dir)
@@ -109,7 +143,7 @@ def record_target(target: str, input_specs, seed: int = 0, platform=None, passes
             pass
 
 
-def _record(obj, func_name: str, specs, user_dir: str, seed: int, platform, passes):
+def _record(obj, func_name: str, specs, user_dir: str, seed: int, platform, passes, placement=(None, ())):
     import numpy as np
 
     import hlotrace
@@ -127,6 +161,9 @@ def _record(obj, func_name: str, specs, user_dir: str, seed: int, platform, pass
     rng = np.random.default_rng(seed)
     inputs = [hlotrace.tensor(random_input(shape, dtype, rng), dtype=dtype) for shape, dtype in specs]
     _check_arity(fn, func_name, inputs)
+    mesh, input_specs = placement
+    if mesh is not None:
+        inputs = place_inputs(inputs, input_specs, mesh)
 
     try:
         traced(*inputs)
@@ -144,7 +181,7 @@ def run(args) -> int:
     from hlotrace import runtime
     from hlotrace.ops.registry import Aval
 
-    traced = record_target(args.target, args.inputs, args.seed, args.platform, args.passes)
+    traced = record_target(args.target, args.inputs, args.seed, args.platform, args.passes, args.mesh)
     if args.trace_out:
         try:
             traced.trace.save(args.trace_out)
@@ -155,6 +192,11 @@ def run(args) -> int:
     text = traced.executable.hlo_text() if args.compiled else lowered.text(debug_info=not args.no_locations)
     _write_stdout(text)
     func_name = _split_target(args.target)[1]
-    avals = ", ".join(str(Aval(shape, dtype)) for shape, dtype in (parse_input_spec(s) for s in args.inputs))
-    print(_summary(lowered, runtime.platform_name(traced.platform), func_name, avals), file=sys.stderr)
+    avals = ", ".join(
+        str(Aval(shape, dtype)) for shape, dtype in (parse_input_spec(split_input(s)[0]) for s in args.inputs)
+    )
+    summary = _summary(lowered, runtime.platform_name(traced.platform), func_name, avals)
+    if args.mesh is not None:
+        summary += "; " + _mesh_summary(traced)
+    print(summary, file=sys.stderr)
     return 0

@@ -13,17 +13,23 @@ target is FILE.py:FUNC (recorded once on random inputs of the --input types, as 
 lower' does) or a saved trace file. Stages go to stdout, each under a '==== NN name ===='
 header, or with -o DIR into one numbered file each (00-trace.txt, 01-stablehlo.mlir,
 02-after-simplify.mlir, ..., NN-xla-optimized.hlo); a summary line per stage (op counts,
-pass time) goes to stderr."""
+pass time) goes to stderr.
+
+With --mesh (and --input DTYPE[SHAPE]@SPEC placements, as 'hlotrace lower' takes them) the
+program is compiled for a mesh of devices: the StableHLO stages carry the Shardy
+annotations and the last stage is XLA's partitioned per-device HLO, with the collectives
+the partitioner inserted (listed in its title)."""
 
 EPILOG = """\
 examples:
   hlotrace stages examples/softmax_demo.py:fused_softmax --input 'f32[64,1000]'
   hlotrace stages model.py:step -i 'f32[8,784]' -i 'i32[8]' --passes 'simplify,fuse-elementwise' -o stages/
-  hlotrace stages dumps/step.1.trace.json --passes '' --no-locations"""
+  hlotrace stages dumps/step.1.trace.json --passes '' --no-locations
+  hlotrace stages model.py:mlp --mesh 4x2:data,model -i 'f32[64,1000]@data' -i 'f32[1000,512]@None,model'"""
 
 
 def add_parser(sub, formatter) -> None:
-    from hlotrace.tools.common import add_target_arguments
+    from hlotrace.tools.common import add_mesh_argument, add_target_arguments
 
     parser = sub.add_parser(
         "stages",
@@ -36,16 +42,19 @@ def add_parser(sub, formatter) -> None:
     parser.add_argument("--passes", metavar="PIPELINE", help="the pass pipeline (default: the default pipeline)")
     parser.add_argument("-o", "--out", metavar="DIR", help="write one file per stage into DIR instead of stdout")
     parser.add_argument("--no-locations", action="store_true", help="print modules without loc(...) annotations")
+    add_mesh_argument(parser)
     parser.set_defaults(handler=run)
 
 
-def stages(trace, pipeline: str, platform=None, locations: bool = True) -> list[tuple[str, str, str]]:
-    """(file name, title, text) of every stage of ``trace`` under ``pipeline``."""
+def stages(trace, pipeline: str, platform=None, locations: bool = True, traced=None) -> list[tuple[str, str, str]]:
+    """(file name, title, text) of every stage of ``trace`` under ``pipeline``. ``traced``: the
+    compiled function that recorded ``trace`` under ``pipeline`` (on a mesh): its lowered
+    module and (partitioned) executable are shown instead of compiling anew."""
     from hlotrace import passes, runtime
     from hlotrace.lowering import lower_trace
     from hlotrace.passes.manager import count_ops
 
-    lowered = lower_trace(trace)
+    lowered = lower_trace(trace) if traced is None else traced.lowered
     result = [("00-trace.txt", "trace", str(trace))]
     count = count_ops(lowered.module)
     result.append(("01-stablehlo.mlir", f"stablehlo ({count} ops)", lowered.text(debug_info=locations)))
@@ -55,23 +64,41 @@ def stages(trace, pipeline: str, platform=None, locations: bool = True) -> list[
         timing = current.pass_timings[0]
         title = f"after {spec.name} ({timing.ops_before} -> {timing.ops_after} ops, {timing.seconds * 1e3:.1f} ms)"
         result.append((f"{k:02d}-after-{spec.name}.mlir", title, current.text(debug_info=locations)))
-    exe = runtime.compile(current.text(), current.in_avals, current.out_avals, platform=platform)
+    if traced is None:
+        exe = runtime.compile(current.text(), current.in_avals, current.out_avals, platform=platform)
+    else:
+        exe = traced.executable
     hlo = exe.hlo_text()
     instructions = sum(
         1 for line in hlo.splitlines() if " = " in line and not line.lstrip().startswith(("HloModule", "//"))
     )
-    result.append((f"{len(result):02d}-xla-optimized.hlo", f"xla optimized ({instructions} instructions)", hlo))
+    title = f"xla optimized ({instructions} instructions)"
+    if traced is not None and getattr(exe, "in_shardings", None) is not None:
+        title = (
+            f"xla optimized, partitioned for {len(exe.devices)} devices ({instructions} instructions, {_kinds(hlo)})"
+        )
+    result.append((f"{len(result):02d}-xla-optimized.hlo", title, hlo))
     return result
+
+
+def _kinds(hlo: str) -> str:
+    from hlotrace.distributed.inspect import collectives
+
+    counts: dict[str, int] = {}
+    for c in collectives(hlo):
+        counts[c.kind] = counts.get(c.kind, 0) + 1
+    listed = ", ".join(f"{kind} {n}" for kind, n in counts.items())
+    return f"{sum(counts.values())} collectives" + (f": {listed}" if listed else "")
 
 
 def run(args) -> int:
     from hlotrace.passes.registry import DEFAULT_PIPELINE
-    from hlotrace.tools.common import CliError, _write_stdout, target_trace
+    from hlotrace.tools.common import CliError, _write_stdout, target_program
 
-    trace = target_trace(args)
     pipeline = DEFAULT_PIPELINE if args.passes is None else args.passes
     try:
-        found = stages(trace, pipeline, args.platform, locations=not args.no_locations)
+        trace, traced = target_program(args, pipeline)
+        found = stages(trace, pipeline, args.platform, locations=not args.no_locations, traced=traced)
     except (ValueError, KeyError) as exc:  # a malformed pipeline
         raise CliError(f"--passes: {exc.args[0] if exc.args else exc}") from None
     if args.out:

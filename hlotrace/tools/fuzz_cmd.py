@@ -17,11 +17,15 @@ of a disagreement is wrong. Every disagreement is classified:
   rule bug          the compiled module computes something else than eager NumPy (which the
                     float64 re-execution confirms), or it does not lower or compile
   pass bug          the module agrees as lowered and disagrees after a pass
+  spmd bug          with --devices N: the program compiled for a mesh of N devices, its
+                    inputs placed at random, disagrees with one device (bitwise where only
+                    elementwise ops compute an output, else within the tolerance, the sign
+                    of zero aside), or does not compile or run there
   crash             the process checking a program died
   XLA disagreement  the interpreter and XLA disagree about the same StableHLO
   undefined input   the eager result is itself off at its precision (overflow, cancellation)
 
-Rule and pass bugs (and XLA disagreements) are shrunk to a small program and saved in --out
+Rule, pass and spmd bugs (and XLA disagreements) are shrunk to a small program and saved in --out
 as trace files (the inputs included) that 'hlotrace replay' re-runs and 'hlotrace show'
 prints. The same --seed gives the same programs in the same order.
 
@@ -33,7 +37,7 @@ bug, and the throughput counts only programs that ran. Each op asked for (--ops;
 op without a sample strategy) is tried alone first: one that cannot be built at all is an
 error (exit 2) naming what it needs.
 
-Exit status: 1 when a rule bug, pass bug or crash was found, 0 otherwise, 2 for bad
+Exit status: 1 when a rule bug, pass bug, spmd bug or crash was found, 0 otherwise, 2 for bad
 arguments or an op that cannot be generated."""
 
 EPILOG = """\
@@ -42,6 +46,7 @@ examples:
   hlotrace fuzz --seconds 600 --seed 7 --ops matmul,add,exp,sum --out fuzz-out/
   hlotrace fuzz --seconds 120 --passes simplify,fuse-reductions
   hlotrace fuzz --import mylib.ops --ops my_op,add --seconds 60   # your own ops and rules
+  hlotrace fuzz --devices 4 --seconds 60    # also each program on a random 4-device mesh
   hlotrace replay fuzz-out/rule-bug-123456.trace.json"""
 
 
@@ -75,7 +80,52 @@ def add_parser(sub, formatter) -> None:
     parser.add_argument("--stop-on-bug", action="store_true", help="stop at the first rule bug, pass bug or crash")
     parser.add_argument("--no-shrink", action="store_true", help="save failing programs as generated")
     parser.add_argument("--platform", choices=("cpu", "cuda"), help="PJRT platform (default: CUDA if present)")
+    parser.add_argument(
+        "--devices",
+        type=int,
+        metavar="N",
+        help=f"also run each program on a mesh of N devices, its inputs placed at random, against one device "
+        f"(the spmd oracle; 2 to {MAX_CPU_DEVICES}; on the CPU this sets {CPU_DEVICES_ENV})",
+    )
     parser.set_defaults(handler=run)
+
+
+MAX_CPU_DEVICES = 64
+CPU_POOL = 8  # the spmd oracle draws each mesh's devices from at least this many
+CPU_DEVICES_ENV = "HLOTRACE_CPU_DEVICES"
+
+
+def check_devices(devices: int | None) -> None:
+    """Validate ``--devices`` and, on the CPU, give hlotrace's client enough devices: it reads
+    HLOTRACE_CPU_DEVICES once, when it is made, so the variable is set here (before any
+    computation; worker processes inherit it). A client made already with fewer devices (a
+    caller that computed before) leaves the variable alone: the oracle then takes a separate
+    CPU client of N devices (hlotrace.runtime.cpu_client)."""
+    from hlotrace import runtime
+    from hlotrace.tools.common import CliError
+
+    if devices is None:
+        return
+    if devices < 2:
+        raise CliError(f"--devices must be at least 2 (one device is the compiled oracle), not {devices}")
+    if devices > MAX_CPU_DEVICES:
+        raise CliError(
+            f"--devices {devices}: at most {MAX_CPU_DEVICES} (CPU devices are threads of one process; a mesh of "
+            f"more compiles and runs too slowly to fuzz)"
+        )
+    text = os.environ.get(CPU_DEVICES_ENV, "").strip()
+    if text:
+        try:
+            have = int(text)
+        except ValueError:
+            raise CliError(f"{CPU_DEVICES_ENV}={text!r}: expected a number of CPU devices") from None
+        if have < devices:
+            raise CliError(
+                f"--devices {devices}, but {CPU_DEVICES_ENV}={have} gives the CPU only {have} device(s): "
+                f"unset it (hlotrace fuzz then sets it) or set it to at least {devices}"
+            )
+    elif "cpu" not in runtime._client_cache:
+        os.environ[CPU_DEVICES_ENV] = str(max(devices, CPU_POOL))
 
 
 def _names(text):
@@ -97,6 +147,7 @@ def settings_from(args):
     from hlotrace.testing.fuzz.session import Settings
     from hlotrace.tools.common import CliError, import_arguments
 
+    check_devices(getattr(args, "devices", None))
     import_arguments(args)
     ops = _names(args.ops)
     try:
@@ -128,6 +179,7 @@ def settings_from(args):
         max_ops=args.max_ops,
         platform=args.platform,
         shrink=not args.no_shrink,
+        devices=getattr(args, "devices", None),
     )
 
 

@@ -1,5 +1,6 @@
 """Fixtures of the fuzzer tests: planted bugs (a wrong lowering rule, a pass that claims to
-be exact and is not) and a user op without a sample strategy, each removed afterwards."""
+be exact and is not, shards placed on the wrong devices) and a user op without a sample
+strategy, each removed afterwards."""
 
 from __future__ import annotations
 
@@ -61,3 +62,25 @@ def user_op_without_sample():
     yield "test_triple"
     OPS.pop("test_triple")
     RULES.pop("test_triple")
+
+
+@pytest.fixture
+def rotated_shards(monkeypatch):
+    """A partitioning bug: ``dist.shard`` hands each device its neighbour's slice (the
+    shards rotated by one device), so a split input's values arrive permuted."""
+    import numpy as np
+
+    from hlotrace.runtime import jaxlib_spmd
+
+    def put_rotated(array, sharding):
+        from jax._src import core
+        from jax._src.lib import xla_client as xc
+
+        indices = jaxlib_spmd.index_map(sharding, array.shape)
+        shards = [np.ascontiguousarray(array[i]) for i in indices.values()]
+        shards = shards[1:] + shards[:1]
+        kwargs = {"enable_x64": True} if array.dtype.itemsize == 8 else {}
+        aval = core.ShapedArray(array.shape, array.dtype)
+        return xc.batched_device_put(aval, sharding, shards, list(indices.keys()), **kwargs)
+
+    monkeypatch.setattr(jaxlib_spmd, "put_sharded", put_rotated)  # monkeypatch.undo() fixes it

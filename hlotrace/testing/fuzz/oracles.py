@@ -2,7 +2,9 @@
 
 Oracles: the eager NumPy result (what hlotrace promises), the compiled PJRT result of the
 module as lowered, the compiled result with each registered pass switched on (all exact
-passes at once, then all passes; each alone when a group disagrees), the StableHLO reference interpreter (in a worker subprocess), and a
+passes at once, then all passes; each alone when a group disagrees), the StableHLO
+reference interpreter (in a worker subprocess), with ``devices`` the compiled program on a
+mesh of that many devices (its inputs placed at random: hlotrace.testing.fuzz.spmd), and a
 float64 re-execution of the eager program, the judge that decides which side is wrong.
 
 The tolerance of each output and the comparisons: hlotrace.testing.fuzz.compare.
@@ -13,6 +15,10 @@ Classes (each finding carries its evidence):
                     the eager result; or the module does not lower, verify or compile;
   pass bug          the module as lowered agrees, the module after a pass does not (an exact
                     pass: not bitwise equal; any pass: outside the tolerance), or a pass fails;
+  spmd bug          with ``devices`` (or a layout saved with the program): the module compiled for
+                    a mesh, its inputs placed at random, disagrees with the one-device compiled
+                    result (bitwise for elementwise outputs, else within the tolerance), or does
+                    not lower, compile or run there (hlotrace.testing.fuzz.spmd);
   XLA disagreement  the interpreter agrees with eager NumPy and XLA does not (or the other way
                     round): the StableHLO says one thing and XLA computes another;
   undefined input   the eager result is itself off from the float64 judge at the elements that
@@ -49,8 +55,9 @@ PASS_BUG = "pass bug"
 XLA_DISAGREEMENT = "XLA disagreement"
 UNDEFINED_INPUT = "undefined input"
 CRASH = "crash"  # the process checking the program died (XLA or jaxlib aborted)
-CLASSES = (RULE_BUG, PASS_BUG, CRASH, XLA_DISAGREEMENT, UNDEFINED_INPUT)
-BUGS = (RULE_BUG, PASS_BUG, CRASH)  # what makes `hlotrace fuzz` exit with status 1
+SPMD_BUG = "spmd bug"  # on a mesh the program disagrees with one device (hlotrace.testing.fuzz.spmd)
+CLASSES = (RULE_BUG, PASS_BUG, SPMD_BUG, CRASH, XLA_DISAGREEMENT, UNDEFINED_INPUT)
+BUGS = (RULE_BUG, PASS_BUG, SPMD_BUG, CRASH)  # what makes `hlotrace fuzz` exit with status 1
 # The interpreter runs programs whose values hold at most this many elements in all (it
 # takes ~370 ns per element per op, and much longer in cumulative sums and gathers).
 INTERPRETER_ELEMENTS = 4096
@@ -77,6 +84,7 @@ class Verdict:
     findings: list[Finding] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # oracle -> why it did not run
     compiles: int = 0
+    layout: dict | None = None  # the spmd oracle's layout of its findings (spmd.Layout.to_json)
 
     @property
     def bugs(self) -> list[Finding]:
@@ -99,6 +107,9 @@ class Oracles:
     # A fuzzing session checks one pass group per program, in turn (program index here):
     # ~30% more programs per hour, each pass still on every other program. None: all groups.
     rotate: int | None = None
+    # The spmd oracle: each program's inputs placed at random on a mesh of this many devices
+    # (None: only for a program saved with its layout, see hlotrace.testing.fuzz.spmd).
+    devices: int | None = None
 
     def pass_names(self) -> tuple[str, ...]:
         """The passes to check, in pipeline order: the default pipeline's, then the rest."""
@@ -250,6 +261,10 @@ def check(program: Program, oracles: Oracles | None = None) -> Verdict:
             _classify_compiled(run, lowered, k, actual, bad)
     _check_interpreter(run, lowered, base_bad)
     _check_passes(run, lowered, base, base_bad)
+    if oracles.devices or program.meta.get("spmd"):
+        from hlotrace.testing.fuzz.spmd import check_spmd
+
+        check_spmd(run, lowered, base, base_bad)
     return run.verdict
 
 

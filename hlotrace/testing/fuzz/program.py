@@ -152,7 +152,12 @@ def compact(program: Program) -> Program:
     ]
     new.outputs = [renumber[v] for v in trace.outputs]
     inputs = [values[v] for v in trace.inputs if v in used]
-    return dataclasses.replace(program, trace=new, inputs=inputs)
+    meta = program.meta
+    if meta.get("spmd"):  # the spmd oracle's layout, by input var id, follows the renumbering
+        from hlotrace.testing.fuzz.spmd import Layout
+
+        meta = {**meta, "spmd": Layout.from_json(meta["spmd"]).renumbered(renumber).to_json()}
+    return dataclasses.replace(program, trace=new, inputs=inputs, meta=meta)
 
 
 def replace_by_value(program: Program, var_id: int, value: np.ndarray, as_constant: bool) -> Program:

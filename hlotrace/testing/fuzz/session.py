@@ -46,6 +46,7 @@ class Settings:
     max_ops: int = 30
     platform: str | None = None
     shrink: bool = True
+    devices: int | None = None  # the spmd oracle's mesh size (hlotrace fuzz --devices N)
 
 
 @dataclass
@@ -169,6 +170,7 @@ def _oracles(settings: Settings) -> Oracles:
             pipeline=settings.pipeline,
             interpreter=Interpreter() if settings.interpreter else None,
             platform=settings.platform,
+            devices=settings.devices,
         )
     return _WORKER["oracles"]
 
@@ -211,6 +213,8 @@ def _run_one(settings: Settings, index: int) -> Outcome:
     worth = [f for f in verdict.findings if f.kind in SAVED_CLASSES]
     if worth and settings.out_dir:
         finding = next((f for f in worth if f.kind in BUGS), worth[0])
+        if finding.oracle == "spmd" and verdict.layout:  # shrink (and save) on the layout it showed on
+            program = dataclasses.replace(program, meta={**program.meta, "spmd": verdict.layout})
         try:
             small, found, checks = shrink(program, finding, oracles) if settings.shrink else (program, finding, 0)
         except Exception as exc:  # a shrinker bug must not end the session: save the program whole
@@ -224,7 +228,8 @@ def _run_one(settings: Settings, index: int) -> Outcome:
         if again is not None:
             found = again
         small.description = describe(small, found)
-        small.meta = {"class": found.kind, "oracle": found.oracle}
+        layout = small.meta.get("spmd") if found.oracle == "spmd" else None
+        small.meta = {"class": found.kind, "oracle": found.oracle, **({"spmd": layout} if layout else {})}
         if found.kind != finding.kind:  # the shrunk program's verdict replaces the first one
             outcome.findings = [f for f in outcome.findings if (f[0], f[1]) != (finding.kind, finding.oracle)]
             outcome.findings.insert(0, (found.kind, found.oracle, found.output, f"after shrinking: {found.evidence}"))

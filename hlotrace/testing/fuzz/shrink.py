@@ -47,6 +47,8 @@ def _focused(oracles: Oracles, finding: Finding) -> Oracles:
         passes=passes,
         pipeline=oracles.pipeline if finding.oracle.startswith("pipeline:") else None,
         interpreter=interpreter,
+        # The spmd oracle only for its own findings (their layout is saved with the program).
+        devices=oracles.devices if finding.oracle == "spmd" else None,
     )
 
 
@@ -189,7 +191,8 @@ def shrink(program: Program, finding: Finding, oracles: Oracles | None = None, m
     the number of re-checks it took."""
     shrinker = Shrinker(finding, oracles or Oracles(), max_checks)
     small, found = shrinker.shrink(program)
-    small = dataclasses.replace(
-        small, description=describe(small, found), meta={"class": found.kind, "oracle": found.oracle}
-    )
+    meta = {"class": found.kind, "oracle": found.oracle}
+    if found.oracle == "spmd" and small.meta.get("spmd"):
+        meta["spmd"] = small.meta["spmd"]  # the layout it shows on
+    small = dataclasses.replace(small, description=describe(small, found), meta=meta)
     return small, found, shrinker.checks

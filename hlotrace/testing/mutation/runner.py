@@ -128,14 +128,16 @@ def fuzz_argv(mutant: Mutant | None) -> tuple[str, ...]:
     argv += ("--stop-on-bug", "--out", ".fuzz-mutant")
     if mutant is not None and mutant.ops:
         argv += ("--ops", ",".join(dict.fromkeys((*mutant.ops, *FUZZ_COMPANIONS))))
+    if mutant is not None and mutant.family == "sharding":  # the spmd oracle places inputs on a mesh
+        argv += ("--devices", "4")
     return argv
 
 
 def _saved(output: str) -> tuple[list, list]:
     """The (path, size, class) of every repro ``hlotrace fuzz`` saved, and of those that are
-    bugs (a rule or pass bug, or a crash)."""
+    bugs (a rule, pass or spmd bug, or a crash)."""
     found = _SAVED_LINE.findall(output)
-    return found, [f for f in found if f[2].strip() in ("rule bug", "pass bug", "crash")]
+    return found, [f for f in found if f[2].strip() in ("rule bug", "pass bug", "spmd bug", "crash")]
 
 
 def fuzz_artifact(output: str) -> str:

@@ -336,6 +336,28 @@ def test_an_unusable_directory_warns_once_and_compiles(tmp_path, monkeypatch):
     assert metrics_of_this_process()["compiles"] == 3
 
 
+def test_a_full_cache_is_not_rescanned_at_every_write(cache_dir, monkeypatch):
+    """A cache at its cap was scanned (every entry stat'ed: seconds for 100,000 entries) at
+    every write; eviction now goes down to LOW_WATER of the cap, so the writes after it
+    only update the size estimate until that room is used up."""
+    runtime.compile(module(20.0), F32, F32)
+    (first,) = entry_files(cache_dir)
+    size = first.stat().st_size
+    monkeypatch.setenv("HLOTRACE_CACHE_MAX_BYTES", str(int(size * 20.5)))
+    monkeypatch.setattr(cache, "LOW_WATER", 0.5)  # room for 10 entries after each eviction
+    scans = []
+    real_entries = cache.entries
+    monkeypatch.setattr(cache, "entries", lambda root=None: scans.append(1) or real_entries(root))
+    for k in range(21, 50):  # 29 more entries: over the cap once, then under it
+        runtime.compile(module(float(k)), F32, F32)
+    left = entry_files(cache_dir)
+    assert sum(p.stat().st_size for p in left) <= size * 20.5
+    assert len(left) < 20
+    # The first write's scan and an eviction at about the 21st, 31st and 41st entry (every
+    # write from the 21st on scanned before: 10 scans).
+    assert len(scans) <= 4
+
+
 def test_least_recently_used_entries_go_over_the_cap(cache_dir, monkeypatch):
     runtime.compile(module(10.0), F32, F32)
     (a,) = entry_files(cache_dir)

@@ -60,7 +60,12 @@ _STATS_BYTES = 256
 _MAGIC = b"hlotrace compiled executable\n"
 _TMP_PREFIX = ".tmp-"
 _STALE_TMP_SECONDS = 3600
-_RESCAN_EVERY = 64  # writes between directory scans (other processes write too)
+# A scan stats every entry (2.4 s for 118,000 entries here), so it must be rare: a process
+# rescans after this many of its own writes (other processes write too), and eviction goes
+# down to LOW_WATER of the cap, so that a cache at its cap is not rescanned at every write
+# (seed sweep, 2026-11-26: every compile of a full cache rescanned it, ~10x slower tests).
+_RESCAN_EVERY = 1024
+LOW_WATER = 0.9
 
 
 class CacheWarning(UserWarning):
@@ -288,7 +293,7 @@ def store(fields: dict, payload: bytes) -> None:
 def _after_write(root: Path, added: int) -> None:
     cap, state = max_bytes(), _size_estimates.get(str(root))
     if state is None or state[1] >= _RESCAN_EVERY or state[0] + added > cap:
-        _size_estimates[str(root)] = [evict(root, cap), 0]
+        _size_estimates[str(root)] = [evict(root, cap, int(cap * LOW_WATER)), 0]
     else:
         state[0] += added
         state[1] += 1
@@ -315,9 +320,10 @@ def entries(root: Path | None = None) -> list[tuple[Path, int, float]]:
     return sorted(found, key=lambda item: item[2])
 
 
-def evict(root: Path, cap: int) -> int:
-    """Delete the least recently used entries until at most ``cap`` bytes remain (and
-    temporary files older than an hour: left by killed writers); return the bytes left."""
+def evict(root: Path, cap: int, low: int | None = None) -> int:
+    """When over ``cap`` bytes, delete the least recently used entries until at most ``low``
+    (default ``cap``) remain (and temporary files older than an hour: left by killed
+    writers); return the bytes left."""
     now = time.time()
     try:
         for name in os.listdir(root):
@@ -331,8 +337,11 @@ def evict(root: Path, cap: int) -> int:
         return 0
     found = entries(root)
     total = sum(size for _, size, _ in found)
+    if total <= cap:
+        return total
+    target = cap if low is None else min(low, cap)
     for path, size, _ in found:
-        if total <= cap:
+        if total <= target:
             break
         try:
             path.unlink()

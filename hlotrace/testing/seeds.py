@@ -21,6 +21,7 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from hlotrace.runtime.cache import CACHE_DIR_ENV
 from hlotrace.testing.check import SEED_ENV
 
 PROFILE_ENV = "HLOTRACE_HYPOTHESIS_PROFILE"
@@ -65,6 +66,9 @@ def run_seed(seed: int, profile: str, jobs: str, keyword: str | None, python: st
         if keyword:
             command += ["-k", keyword]
         env = {**os.environ, PROFILE_ENV: profile, SEED_ENV: str(seed)}
+        # Every random example compiles a program no later run will see again: keep them out
+        # of the persistent compile cache (10,000 entries a seed) unless it was asked for.
+        env.setdefault(CACHE_DIR_ENV, "off")
         start = time.monotonic()
         process = subprocess.run(command, env=env, capture_output=True, text=True)
         result.seconds = time.monotonic() - start

@@ -17,6 +17,7 @@ from hlotrace.nn.module import IncompatibleKeys, Module
 from hlotrace.nn.normalization import *  # noqa: F403
 from hlotrace.nn.pooling import *  # noqa: F403
 from hlotrace.nn.sparse import *  # noqa: F403
+from hlotrace.nn.stacked import Stacked
 
 __all__ = [
     "Identity",
@@ -25,6 +26,7 @@ __all__ = [
     "Module",
     "ReLU",
     "Sequential",
+    "Stacked",
     "init",
     *activation.__all__,
     *attention.__all__,

@@ -12,8 +12,11 @@ Compare A and B, each a trace file (*.json: lowered first), a StableHLO module (
 with the same name are compared; files in only one side are listed). Prints per op name
 the count in A, in B and the difference, then the structural diff aligned by source
 location: for each location (the user's file:line, else hlotrace's rec<i>:<op> name) whose
-ops differ, the ops only A or only B has there. Exit status 0 when A and B hold the same
-ops at the same locations, 1 when they differ (as diff(1)), 2 for bad input."""
+ops differ, the ops only A or only B has there. Ops inside a control-flow region (a loop
+body, a branch) are located under their control-flow op: 'model.py:9 scan/body > model.py:6'
+is line 6 in the body of the scan called at line 9 (the lowering's rec0:scan/body/rec2:tanh).
+Exit status 0 when A and B hold the same ops at the same locations, 1 when they differ (as
+diff(1)), 2 for bad input."""
 
 EPILOG = """\
 examples:
@@ -57,35 +60,70 @@ def module_text(path: str) -> str:
 
 
 def located_ops(text: str) -> Counter:
-    """(location, op name) -> count, for every op line of a module's text."""
+    """(location, op name) -> count, for every op line of a module's text.
+
+    An op with regions (``stablehlo.while``, ``case``) prints its location after its
+    regions, on the line that closes them: it is counted there, at its own location."""
     definitions = {}
     for line in text.splitlines():
         match = _LOC_DEF.match(line)
         if match:
             definitions[match.group(1)] = match.group(2)
+    names = {}  # location name -> its definition (a nested op's location names its parent's)
+    for definition in definitions.values():
+        name = _NAME.match(definition)
+        if name:
+            names.setdefault(name.group(1), definition)
     counts: Counter = Counter()
+    open_ops: list[tuple[str, int]] = []  # ops whose regions are being printed, with their depth
+    depth = 0
     for line in text.splitlines():
-        if line.startswith("#loc") or line.strip().startswith(("func.func", "module", "}", "^")):
+        if line.startswith("#loc"):
+            continue
+        stripped = line.strip()
+        before, depth = depth, depth + line.count("{") - line.count("}")
+        ref = _LOC_REF.search(line)
+        if stripped.startswith("}"):
+            if ref and open_ops and open_ops[-1][1] == depth:
+                counts[(_where(definitions.get(ref.group(1), ""), definitions, names), open_ops.pop()[0])] += 1
+            continue
+        if stripped.startswith(("func.func", "module", "^")):
             continue
         op = _OP.match(line)
         if not op:
             continue
-        ref = _LOC_REF.search(line)
-        counts[(_where(definitions.get(ref.group(1), "") if ref else "", definitions), op.group(1))] += 1
+        if ref is None:
+            open_ops.append((op.group(1), before))
+            continue
+        counts[(_where(definitions.get(ref.group(1), ""), definitions, names), op.group(1))] += 1
     return counts
 
 
-def _where(definition: str, definitions: dict, depth: int = 0) -> str:
-    """file:line of a location (following #loc references), else its name, else '-'."""
+# "<control-flow op's name>/<region>/<the nested op's name>", e.g. rec0:scan/body/rec2:tanh
+_NESTED = re.compile(r"^(.*)/([A-Za-z_]\w*)/((?:rec\d+:|const%)[^/]*)$")
+_OP_NAME = re.compile(r"rec\d+:([^:@/]+)")
+
+
+def _where(definition: str, definitions: dict, names: dict | None = None, depth: int = 0) -> str:
+    """file:line of a location (following #loc references), else its name, else '-'. A
+    location nested in a region reads ``<where the control-flow op is> <op>/<region> >
+    <where the nested op is>``."""
+    name = _NAME.match(definition)
+    nested = _NESTED.match(name.group(1)) if name else None
+    if nested and depth < 8:
+        outer, region, inner = nested.groups()
+        outer_op = _OP_NAME.search(outer.rsplit("/", 1)[-1])
+        where_outer = _where(names[outer], definitions, names, depth + 1) if names and outer in names else outer
+        inner_where = _where(definition.replace(name.group(1), inner, 1), definitions, None, depth + 1)
+        return f"{where_outer} {outer_op.group(1) if outer_op else outer}/{region} > {inner_where}"
     found = _FILE_LINE.search(definition)
     if found:
         return f"{os.path.basename(found.group(1))}:{found.group(2)}"
     for ref in re.findall(r"#loc\d*", definition):
         if depth < 8 and ref in definitions:
-            inner = _where(definitions[ref], definitions, depth + 1)
+            inner = _where(definitions[ref], definitions, names, depth + 1)
             if inner != "-":
                 return inner
-    name = _NAME.match(definition)
     return name.group(1) if name else "-"
 
 
@@ -121,8 +159,13 @@ def compare(text_a: str, text_b: str, label: str = "") -> tuple[bool, list[str]]
 
 
 def _location_key(loc: str):
-    file, _, line = loc.rpartition(":")
-    return (file, int(line)) if line.isdigit() else (loc, 0)
+    """Sort by file and line, a region's ops right after the op that holds them."""
+    key = []
+    for part in loc.split(" > "):
+        where, _, region = part.partition(" ")
+        file, _, line = where.rpartition(":")
+        key.append((file, int(line), region) if line.isdigit() else (part, 0, ""))
+    return tuple(key)
 
 
 def run(args) -> int:

@@ -92,6 +92,11 @@ class _OutputSlot:
         self.index = index
 
 
+def is_single_result(template) -> bool:
+    """Whether the function returned one Tensor, bare (its results are then ``outs[0]``)."""
+    return isinstance(template, _OutputSlot)
+
+
 def make_rebuild(template):
     """A function list_of_tensors -> the function's return structure."""
     if isinstance(template, _OutputSlot):

@@ -12,9 +12,11 @@ late inputs are donated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
+from operator import is_
 
-from hlotrace.tensor import Tensor
+from hlotrace.tensor import from_device_buffer
 from hlotrace.trace import Trace
 
 
@@ -41,24 +43,44 @@ class CompiledEntry:
     io: StateIO | None = None
     late: tuple = ()  # implicit state tensors read by the step (inputs after the gradients)
     optimized: object = None  # ``lowered`` after the pass pipeline: what was compiled
+    single: bool = False  # the function returns one Tensor (no tuple/list/dict around it)
+    # A stateless entry's whole call after its buffers are gathered: ``run_buffers(device
+    # buffers) -> the function's result``, execute and Tensor wrapping in one closure
+    # (``xla_trace``'s hot path calls it directly). None for a step that writes state.
+    run_buffers: object = field(default=None, repr=False)
+
+    def __post_init__(self):
+        io = self.io
+        if io is None:
+            if self.single:
+                self.run_buffers = self.executable.wrapping_runner(_from_device, single=True)
+            else:
+                run, rebuild = self.executable.wrapping_runner(_from_device), self.rebuild
+
+                def run_buffers(buffers):
+                    return rebuild(run(buffers))
+
+                self.run_buffers = run_buffers
 
     def __call__(self, inputs):
         exe = self.executable
         buffers = [t._device for t in inputs]
-        for index, buffer in enumerate(buffers):
-            if buffer is None:  # a host value: copied to the device once, and kept there
-                tensor = inputs[index]
-                buffers[index] = tensor._device = exe.to_device(index, tensor._host)
+        if any(map(is_, buffers, _NONES)):
+            for index, buffer in enumerate(buffers):
+                if buffer is None:  # a host value: copied to the device once, and kept there
+                    tensor = inputs[index]
+                    buffers[index] = tensor._device = exe.to_device(index, tensor._host)
         io = self.io
         if io is None:
-            return self.rebuild(list(map(_from_device, exe.run(buffers))))
-        grads = [inputs[i].grad for i in io.grad_inputs]
+            return self.run_buffers(buffers)
         late = self.late
-        for index, tensor in enumerate((*grads, *late), start=len(buffers)):
-            buffer = tensor._device
-            if buffer is None:
-                buffer = tensor._device = exe.to_device(index, tensor._host)
-            buffers.append(buffer)
+        if io.grad_inputs or late:
+            grads = [inputs[i].grad for i in io.grad_inputs]
+            for index, tensor in enumerate((*grads, *late), start=len(buffers)):
+                buffer = tensor._device
+                if buffer is None:
+                    buffer = tensor._device = exe.to_device(index, tensor._host)
+                buffers.append(buffer)
         for i in io.donated:
             # A cached host copy may be a view of the device buffer (on CPU), which would keep
             # PJRT from donating it; it is stale after the call anyway.
@@ -75,10 +97,13 @@ class CompiledEntry:
         for i, o in io.late_writes:
             tensor = late[i]
             tensor._device, tensor._host = outs[o], None
-        return self.rebuild([_from_device(b) for b in outs[: self.num_results]])
+        if self.single:
+            return _from_device(outs[0])
+        return self.rebuild(list(map(_from_device, outs[: self.num_results])))
 
 
-_from_device = Tensor._from_device
+_NONES = itertools.repeat(None)  # map(is_, buffers, _NONES): which buffers are None, at C speed
+_from_device = from_device_buffer
 
 
 def state_outputs(recorder, inputs, donatable, grad_inputs, snapshot, outputs) -> StateIO:

@@ -17,10 +17,19 @@ back in place on every call (hlotrace.compiled).
 from __future__ import annotations
 
 import functools
+import itertools
 import os
+from operator import is_
 
 from hlotrace import recompiles, state
-from hlotrace.arguments import ArrayArgument, flatten, make_rebuild, output_structure, wrap_arrays
+from hlotrace.arguments import (
+    ArrayArgument,
+    flatten,
+    is_single_result,
+    make_rebuild,
+    output_structure,
+    wrap_arrays,
+)
 from hlotrace.compiled import CompiledEntry, donation, state_outputs
 from hlotrace.distributed import hooks as _spmd
 from hlotrace.errors import BackendError, TraceError
@@ -37,6 +46,16 @@ DUMP_ENV = "HLOTRACE_DUMP_TO"
 FIRST_CALL_ENV = "HLOTRACE_FIRST_CALL"
 FIRST_CALLS = ("eager", "compiled")  # also read by hlotrace.lowering.builder on a verifier failure
 _environ = os.environ
+FAST_KEYS = 64  # aval-identity keys remembered per traced function (see _remember_fast)
+
+
+def _aval_of(buffer):
+    """Replaced by ``jaxlib_compat.buffer_aval`` when a first key is remembered (importing
+    it earlier would load jaxlib with hlotrace); until then no key exists to look up."""
+    raise AttributeError("no aval-keyed entry yet")
+
+
+_NONES = itertools.repeat(None)  # map(is_, buffers, _NONES): which buffers are None, at C speed
 
 
 # -- compiled entries ---------------------------------------------------------------------
@@ -67,7 +86,13 @@ class TracedFunction:
             parse_pipeline(passes)  # a bad pipeline fails at decoration, naming the known passes
         self.passes = passes
         self._cache: dict[tuple, CompiledEntry] = {}
-        self._flat_cache: dict[tuple, CompiledEntry] = {}  # same entries, keyed for the hot path
+        # The hot paths, for stateless one-device entries called with positional Tensors
+        # only (no .grad): by (pipeline, shape, dtype, ...) of the arguments, and by
+        # (pipeline, id of each argument buffer's aval, ...) -> entry.run_buffers.
+        self._flat_cache: dict[tuple, CompiledEntry] = {}
+        self._fast: dict[tuple, object] = {}
+        self._fast_avals: dict[tuple, tuple] = {}  # keeps the avals whose ids key _fast alive
+        self._flat_entries: set[int] = set()  # ids of the entries in _flat_cache (they live as long)
         self._last: CompiledEntry | None = None
         self._holders: dict = {}  # holder ids -> state.HolderState (the per-call state cache)
         functools.update_wrapper(self, fn)
@@ -77,22 +102,56 @@ class TracedFunction:
             # Called while another function is being recorded: inline it, so its ops
             # join the outer trace (as a nested jax.jit does).
             return self.fn(*args, **kwargs)
-        # The pass pipeline is part of every cache key ($HLOTRACE_PASSES may change).
-        pipeline = self.passes if self.passes is not None else _pipeline_from_environment()
+        # The pass pipeline is part of every cache key ($HLOTRACE_PASSES may change): the
+        # hot path keys on the variable's raw value, the others on the pipeline it names.
+        passes = self.passes
+        raw = passes if passes is not None else _read_passes()
         if not kwargs:
-            # Hot path: positional Tensors only. The key is (shape, dtype) per argument,
-            # read straight from the array the Tensor holds.
-            key = [pipeline]
-            for arg in args:
-                if type(arg) is not Tensor or arg._grad is not None:
-                    break
-                value = arg._host if arg._host is not None else arg._device
-                key.append(value.shape)
-                key.append(value.dtype)
-            else:
-                entry = None if _OVERRIDES else self._flat_cache.get(tuple(key))
-                if entry is not None and not (_spmd.active and _spmd.placed(args)):  # (one-device entries only)
-                    return entry(args)
+            # Hot path: positional Tensors without a .grad, each buffer's aval (an immutable
+            # shape and dtype, shared by the buffers one executable makes) keying the entry by
+            # identity; the avals are kept alive beside the key (_remember_fast). One and two
+            # arguments are unrolled: every bytecode counts here (a one-op call costs ~1.2x
+            # jax.jit's C++ dispatch, of which this is the Python part).
+            buffers = run = None
+            count_args = len(args)
+            try:
+                if count_args == 2:
+                    a, b = args
+                    if type(a) is Tensor and type(b) is Tensor and a._grad is None and b._grad is None:
+                        buffers = [a._device, b._device]
+                        run = self._fast.get((raw, id(_aval_of(buffers[0])), id(_aval_of(buffers[1]))))
+                elif count_args == 1:
+                    a = args[0]
+                    if type(a) is Tensor and a._grad is None:
+                        buffers = [a._device]
+                        run = self._fast.get((raw, id(_aval_of(buffers[0]))))
+                else:
+                    buffers = []
+                    for arg in args:
+                        if type(arg) is not Tensor or arg._grad is not None:
+                            buffers = None
+                            break
+                        buffers.append(arg._device)
+                    else:
+                        run = self._fast.get((raw, *map(id, map(_aval_of, buffers))))
+            except AttributeError:  # a host value (no buffer yet) among them
+                pass
+            if buffers is not None and not _OVERRIDES and not (_spmd.active and _spmd.placed(args)):
+                if run is not None:
+                    return run(buffers)
+                # Key by (shape, dtype); the entry copies host values to the device once.
+                pipeline = _pipeline_named(raw) if passes is None else passes
+                key = [pipeline]
+                for arg in args:
+                    value = arg._host if arg._host is not None else arg._device
+                    key.append(value.shape)
+                    key.append(value.dtype)
+                entry = self._flat_cache.get(tuple(key))
+                if entry is not None:
+                    result = entry(args)
+                    self._remember_fast(raw, args, entry)
+                    return result
+        pipeline = _pipeline_named(raw) if passes is None else passes
         leaves: list = []
         key = [pipeline]
         holders: list = []
@@ -123,7 +182,10 @@ class TracedFunction:
             key.append(placements)  # inputs on a mesh (hlotrace.distributed)
         entry = self._cache.get(tuple(key))
         if entry is not None:
-            return entry(inputs)
+            result = entry(inputs)
+            if entry.run_buffers is not None and id(entry) in self._flat_entries and len(inputs) == len(args):
+                self._remember_fast(raw, args, entry)
+            return result
         signature = recompiles.describe(pipeline, args, kwargs, held, slots)
         if self._signatures and recompiles.enabled(self.explain_recompiles):
             recompiles.explain(getattr(self.fn, "__name__", "traced"), user_location(2), signature, self._signatures)
@@ -206,7 +268,15 @@ class TracedFunction:
             ) from exc
         stateless = not io.writes and not io.grad_writes and not grad_inputs and not late
         entry = CompiledEntry(
-            trace, lowered, executable, make_rebuild(template), num_results, None if stateless else io, late, optimized
+            trace,
+            lowered,
+            executable,
+            make_rebuild(template),
+            num_results,
+            None if stateless else io,
+            late,
+            optimized,
+            single=is_single_result(template),
         )
         self._cache[key] = entry
         if (
@@ -218,6 +288,7 @@ class TracedFunction:
             and all(type(a) is Tensor for a in args)
         ):
             self._flat_cache[(pipeline, *(k for t in inputs for k in (t.shape, t.dtype)))] = entry
+            self._flat_entries.add(id(entry))
         self._last = entry
         _dump(name, len(self._cache), entry, lowered.text(), text if pipeline else None)
         if abstract:
@@ -226,6 +297,24 @@ class TracedFunction:
             snapshot.restore()
             return entry(inputs)
         return result
+
+    def _remember_fast(self, raw_passes, args, entry: CompiledEntry) -> None:
+        """Key ``entry`` by the identity of its argument buffers' avals (the hottest path),
+        after a call of it with ``args`` succeeded. The avals are kept alive beside the key,
+        so no other object can take their ids while the key exists."""
+        global _aval_of
+        from hlotrace.runtime.jaxlib_compat import buffer_aval as _aval_of
+
+        buffers = [a._device for a in args]
+        if any(map(is_, buffers, _NONES)):
+            return
+        avals = tuple(map(_aval_of, buffers))
+        key = (raw_passes, *map(id, avals))
+        if len(self._fast) >= FAST_KEYS:  # e.g. arrays of fresh avals on every call: start over
+            self._fast.clear()
+            self._fast_avals.clear()
+        self._fast[key] = entry.run_buffers
+        self._fast_avals[key] = avals
 
     # -- inspection ----------------------------------------------------------------------
     @property
@@ -278,24 +367,24 @@ class TracedFunction:
         return list(self._cache.values())
 
 
-def _environment_reader(name: str, default: str):
-    """A fast reader of one environment variable, read anew on every call (os.environ.get
-    encodes the name each time, ~0.7 us: a tenth of a compiled call's whole overhead)."""
+def _raw_environment_reader(name: str):
+    """A fast reader of one environment variable's raw value (bytes on POSIX, else str; None
+    when unset), read anew on every call: a C-level dict lookup, no Python frame
+    (``os.environ.get`` encodes the name each time, ~0.7 us)."""
     data = getattr(_environ, "_data", None)
-    encoded = os.fsencode(name)
     if isinstance(data, dict) and (not data or isinstance(next(iter(data)), bytes)):
-        decode = os.fsdecode
-        get = data.get
-
-        def read() -> str:
-            value = get(encoded)
-            return default if value is None else decode(value)
-
-        return read
-    return lambda: _environ.get(name, default)
+        return functools.partial(data.get, os.fsencode(name))
+    return functools.partial(_environ.get, name)
 
 
-_pipeline_from_environment = _environment_reader(PASSES_ENV, DEFAULT_PIPELINE)
+def _pipeline_named(raw) -> str:
+    """The pipeline a raw $HLOTRACE_PASSES value names (the default when unset)."""
+    if raw is None:
+        return DEFAULT_PIPELINE
+    return os.fsdecode(raw) if isinstance(raw, bytes) else raw
+
+
+_read_passes = _raw_environment_reader(PASSES_ENV)
 
 
 def _check_first_call(value: str | None) -> str | None:

@@ -274,3 +274,16 @@ def test_sampled_region_bodies_use_no_op_whose_zero_sign_is_unspecified():
     for seed in range(40):
         region = _region(_random_body(np.random.default_rng(seed)), [aval, aval])
         assert not [r.op for r in region.records if r.op in UNSIGNED_ZEROS], seed
+
+
+def test_a_gradient_computed_in_a_narrower_result_dtype_uses_its_tolerance():
+    """Seed 3552269493 (ci): cumsum of 4,133 float32 values with dtype=float16; its gradient
+    is a reverse cumsum of the float16 cotangent, whose sums XLA and NumPy round in another
+    order (32.19 vs 32.22): the compiled-gradient check now uses the coarser of the input's
+    and the result's dtype rows (it used float32's)."""
+    from hlotrace.testing.gradcheck import check_compiled_grad
+
+    values = np.array([2.75, 0.25, -9.1875, -4.625, -8.5, -3.875], np.float32)
+    x = np.random.default_rng(0).choice(values, 4133)
+    sample = _sample(x, reverse=False, dtype=np.dtype("float16"), axis=-1)
+    assert check_compiled_grad(OPS["cumsum"], sample, np.random.default_rng(1))

@@ -156,3 +156,25 @@ def test_a_reduce_whose_body_is_not_one_combiner_is_left_alone():
     assert len(_reduces(out)) == 2
     x = _special_rows((4, 8))
     assert_equal_up_to_zero_sign(run_lowered(out, [x]), run_lowered(lowered, [x]), "weird body")
+
+
+def test_the_dependency_walk_runs_once_per_merge_not_per_pair(monkeypatch):
+    """A chain of same-shaped max reductions, each reading the last (an unrolled model's
+    layers): every pair is refused by the cheap checks, so the dependency walk (defence in
+    depth) must not run per pair. It did, and the pass took 239 s of a 48-layer
+    transformer step's first call (its cost grew as the fourth power of the depth)."""
+    import hlotrace.passes.fuse_reductions as pass_module
+
+    walks = []
+    real = pass_module._depends_on
+    monkeypatch.setattr(pass_module, "_depends_on", lambda *a: walks.append(1) or real(*a))
+
+    def chain(x):
+        for _ in range(12):
+            x = F.tanh(x - F.max(x, axis=1, keepdims=True))
+        return x + F.max(x, axis=1, keepdims=True) + F.min(x, axis=1, keepdims=True)
+
+    before, after, _ = _check(chain, [_special_rows((3, 5))])
+    merges = before - after  # each max with its any-NaN flag, and the last max with the min
+    assert merges > 0
+    assert len(walks) <= 4 * merges, (len(walks), merges)  # per operand of each merge

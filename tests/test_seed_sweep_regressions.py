@@ -287,3 +287,26 @@ def test_a_gradient_computed_in_a_narrower_result_dtype_uses_its_tolerance():
     x = np.random.default_rng(0).choice(values, 4133)
     sample = _sample(x, reverse=False, dtype=np.dtype("float16"), axis=-1)
     assert check_compiled_grad(OPS["cumsum"], sample, np.random.default_rng(1))
+
+
+def test_the_gradient_of_a_variance_of_large_values_is_checked_at_their_scale():
+    """Seed 2720010352 (ci): var over axis 0 of float32 values near -1000 (std ~6): the
+    gradient 2 (x - mean) / n cancels, and compiled and eager means differ by eps * 1000, so
+    gradients near 0.07 differed by 4e-5 (rtol 8e-6). CANCELLING_GRADIENTS scales the
+    check's atol with max|x| along the reduced axis (this fails without the row)."""
+    from hlotrace.testing.gradcheck import check_compiled_grad
+    from hlotrace.testing.tolerances import CANCELLING_GRADIENTS
+
+    x = np.array(
+        [
+            [[[-997.25, np.inf], [-1004.625, -1003.875], [-1009.1875, -1008.5]],
+             [[-1009.6875, -1006.5], [-993.6875, -997.0], [-991.75, -999.9375]]],
+            [[[-997.875, -990.5625], [-995.375, -997.375], [-999.125, -998.8125]],
+             [[-991.25, -1004.4375], [-993.6875, -996.5625], [-1010.0, -1002.125]]],
+            [[[-992.8125, -998.9375], [-1009.375, -994.6875], [-995.375, -993.0625]],
+             [[-1006.5, -1008.25], [-992.6875, -1009.5625], [-np.inf, -1008.4375]]],
+        ],
+        np.float32,
+    )  # fmt: skip
+    assert "var" in CANCELLING_GRADIENTS
+    assert check_compiled_grad(OPS["var"], _sample(x, axis=0, keepdims=True, ddof=0), np.random.default_rng(0))

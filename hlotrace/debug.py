@@ -215,6 +215,8 @@ def _other_backend(trace: Trace, extra: list[int], inputs, against: str) -> dict
             values = interpreter.run(text, inputs)
         finally:
             interpreter.close()
+        if isinstance(values, str):  # it crashed or timed out: say so, never zip the reason
+            raise HlotraceError(f"bisect: the StableHLO interpreter did not run this program: {values}")
     else:
         values = _run(trace, extra, inputs, against, "")
     return dict(zip(extra, values, strict=True))

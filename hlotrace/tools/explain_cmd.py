@@ -15,6 +15,12 @@ ops it came from (record index and op name, from the locations hlotrace lowers w
 your source lines, its flops and bytes, and the executable's memory stats; the hottest
 source lines first.
 
+An instruction computed inside a loop or a branch (a while's body, a conditional's branch)
+is attributed to the control-flow record that holds the region, with the nested record and
+its own line: op 'rec0:scan/body/rec2:tanh' is record 2 of the body of record 0 (a scan),
+and its line reads 'prog.py:9 scan/body > prog.py:6' (line 6, in the body of the scan
+called at line 9), as 'hlotrace diff' writes it.
+
 Which numbers are XLA's: the totals (flops, bytes accessed: XLA's cost analysis of the
 whole executable) and the memory stats (temp, argument, output, alias bytes). Per
 instruction and per line, flops and bytes are estimates from the HLO's shapes (a dot is
@@ -65,6 +71,7 @@ def explain(trace, pipeline: str, platform=None, executable=None) -> dict:
     from hlotrace import passes, runtime
     from hlotrace.distributed.inspect import collectives
     from hlotrace.lowering import lower_trace
+    from hlotrace.passes.locations import location_from_name
     from hlotrace.tools import hlo_parse
 
     exe = executable
@@ -79,19 +86,25 @@ def explain(trace, pipeline: str, platform=None, executable=None) -> dict:
             continue
         inner = module.called(inst) or [inst]
         names = sorted({i.op_name for i in [inst, *inner] if i.op_name}, key=_record_index)
-        records = sorted({int(m.group(1)) for n in names for m in [_REC.search(n)] if m})
-        where = sorted({_line(trace, r) for r in records if _line(trace, r)})
+        found = [f for f in map(location_from_name, names) if f is not None]
+        records = sorted({f.record for f in found})
+        at = {f.name: _where(trace, f) for f in found}  # op name -> its line
+        where = sorted({w for w in at.values() if w})
+        nested = [
+            {"op": f.name, "record": f.record, "nested": f.nested, "line": _where(trace, f)}
+            for f in found if f.nested is not None
+        ]  # fmt: skip
         flops = sum(hlo_parse.estimated_flops(i, by_name) for i in inner)
         moved = inst.bytes() + sum(by_name[o].bytes() for o in inst.operands if o in by_name)
         instructions.append(
             {"name": inst.name, "opcode": inst.opcode, "shape": inst.shape, "flops": flops, "bytes": moved,
-             "ops": names, "lines": where}
+             "ops": names, "records": records, "nested": nested, "lines": where}
         )  # fmt: skip
         for line in where or ["(no source line)"]:
             entry = lines.setdefault(line, {"line": line, "flops": 0.0, "bytes": 0.0, "ops": set()})
             entry["flops"] += flops / max(1, len(where))
             entry["bytes"] += moved / max(1, len(where))
-            entry["ops"].update(names)
+            entry["ops"].update(n for n, w in at.items() if w == line or line == "(no source line)")
     hottest = sorted(lines.values(), key=lambda e: (-e["flops"], -e["bytes"], e["line"]))
     for entry in hottest:
         entry["ops"] = sorted(entry["ops"], key=_record_index)
@@ -117,6 +130,37 @@ def _line(trace, index: int) -> str | None:
         return None
     location = trace.records[index].location
     return f"{os.path.basename(location.file)}:{location.line}"
+
+
+def _where(trace, found) -> str | None:
+    """The source line of a located op: its record's ``file:line``; inside a region, the
+    control-flow record's line and region, then the nested record's line
+    (``prog.py:9 scan/body > prog.py:6``)."""
+    line = _line(trace, found.record)
+    if found.nested is None:
+        return line
+    record = trace.records[found.record] if found.record < len(trace.records) else None
+    parts, here, op = [], line or f"rec{found.record}", found.op
+    for region_name, index, inner_op in found.nested_records():
+        region = _region(record, region_name)
+        record = region.records[index] if region is not None and index < len(region.records) else None
+        parts.append(f"{here} {op}/{region_name}")
+        where = record.location if record is not None else None
+        here = f"{os.path.basename(where.file)}:{where.line}" if where else f"rec{index}:{inner_op}"
+        op = inner_op
+    return " > ".join([*parts, here])
+
+
+def _region(record, name: str):
+    """Region ``name`` of a control-flow record, named as locations name them (``body``,
+    ``cond``, ``branch1``), or None."""
+    if record is None:
+        return None
+    value = record.attrs.get(name)
+    if value is None and name.startswith("branch") and name[6:].isdigit():
+        branches = record.attrs.get("branches") or ()
+        value = branches[int(name[6:])] if int(name[6:]) < len(branches) else None
+    return value if hasattr(value, "records") else None
 
 
 def _human(n) -> str:

@@ -17,7 +17,9 @@ _INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([a-z][\w\-
 _SHAPE = re.compile(r"\b(pred|[suf]\d+|bf16)\[([\d,]*)\]")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
-_CALLS = re.compile(r"(?:calls|body|condition|branch_computations)=\{?%?([\w.\-]+)")
+_CALLS = re.compile(r"(?:calls|body|condition|true_computation|false_computation)=%?([\w.\-]+)")
+_BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
+_TO_APPLY = re.compile(r"to_apply=%?([\w.\-]+)")
 _OPERAND = re.compile(r"%([\w.\-]+)")
 _CONTRACTING = re.compile(r"lhs_contracting_dims=\{([\d,]*)\}")
 
@@ -136,13 +138,25 @@ def parse(text: str) -> HloModule:
                 shape=shape,
                 opcode=opcode,
                 operands=_OPERAND.findall(arguments),
-                calls=_CALLS.findall(attributes),
+                calls=_calls(opcode, attributes),
                 op_name=op_name.group(1) if op_name else "",
                 frame=int(frame.group(1)) if frame else None,
                 contracting=[int(d) for d in contracting.group(1).split(",") if d] if contracting else [],
             )
         )
     return HloModule(computations, entry, _tables(text))
+
+
+def _calls(opcode: str, attributes: str) -> list[str]:
+    """The computations an instruction runs: a fusion's, a while's condition and body, every
+    branch of a conditional, and a ``call``'s (XLA:CPU wraps a while in one); not a reduce's
+    ``to_apply``, which is the reduction's combiner, counted in the reduce."""
+    calls = _CALLS.findall(attributes)
+    for branches in _BRANCHES.findall(attributes):
+        calls.extend(name.strip().lstrip("%") for name in branches.split(",") if name.strip())
+    if opcode == "call":
+        calls.extend(_TO_APPLY.findall(attributes))
+    return calls
 
 
 def estimated_flops(instruction: Instruction, by_name: dict[str, Instruction]) -> int:

@@ -30,7 +30,9 @@ def evaluate(trace: Trace, inputs, *, wide: bool = False, flush: bool = False, p
     and every op's result (what XLA:CPU does; the caller flushes the inputs). ``wide``: floats (and the integer operands of an op that computes
     with them as numbers) are carried in float64 through every op whose reference accepts it
     (an op that asks for a narrower dtype, ``astype`` say, still rounds there); an op whose reference refuses float64 operands, or answers with another shape,
-    runs at its recorded dtypes on the rounded operands instead."""
+    runs at its recorded dtypes on the rounded operands instead. A record of several
+    outputs (a control-flow op's: a scan's carries and ys) sets each of them; its regions
+    run inside its reference, at the dtypes they were recorded with."""
     env: dict[int, np.ndarray] = {}
     for var_id, value in zip(trace.inputs, inputs, strict=True):
         env[var_id] = _widen(value) if wide else np.asarray(value)
@@ -41,28 +43,43 @@ def evaluate(trace: Trace, inputs, *, wide: bool = False, flush: bool = False, p
     with np.errstate(all="ignore"):
         for index, record in enumerate(trace.records):
             op = OPS[record.op]
-            (out_id,) = record.outputs
-            var = trace.vars[out_id]
+            out_vars = [trace.vars[v] for v in record.outputs]
             args = [env[v] for v in record.inputs]
             if not wide:
-                env[out_id] = _cast(op.reference(*args, **record.attrs), var.dtype)
-                if flush and is_float(var.dtype):
-                    env[out_id] = flush_subnormals(env[out_id])
-                if perturb is not None:
-                    env[out_id] = perturb(index, env[out_id])
+                results = _results(op.reference(*args, **record.attrs), len(out_vars))
+                for out_id, var, result in zip(record.outputs, out_vars, results, strict=True):
+                    env[out_id] = _cast(result, var.dtype)
+                    if flush and is_float(var.dtype):
+                        env[out_id] = flush_subnormals(env[out_id])
+                    if perturb is not None:
+                        env[out_id] = perturb(index, env[out_id])
                 continue
-            result = None
-            if is_float(var.dtype) and _reads_integers_as_numbers(op, args, record.attrs):
+            if any(is_float(var.dtype) for var in out_vars) and _reads_integers_as_numbers(op, args, record.attrs):
                 args = [a if is_float(a.dtype) else a.astype(np.float64) for a in args]
             try:
-                result = np.asarray(op.reference(*args, **record.attrs))
+                results = [np.asarray(r) for r in _results(op.reference(*args, **record.attrs), len(out_vars))]
             except Exception:  # a reference that insists on its recorded dtypes
-                result = None
-            if result is None or result.shape != var.shape or (is_float(var.dtype) != is_float(result.dtype)):
+                results = None
+            if results is None or any(
+                r.shape != var.shape or is_float(var.dtype) != is_float(r.dtype)
+                for r, var in zip(results, out_vars, strict=True)
+            ):
                 narrow = [_cast(a, trace.vars[v].dtype) for a, v in zip(args, record.inputs, strict=True)]
-                result = _cast(op.reference(*narrow, **record.attrs), var.dtype)
-            env[out_id] = _widen(result) if is_float(var.dtype) else _cast(result, var.dtype)
+                results = _results(op.reference(*narrow, **record.attrs), len(out_vars))
+                results = [_cast(r, var.dtype) for r, var in zip(results, out_vars, strict=True)]
+            for out_id, var, result in zip(record.outputs, out_vars, results, strict=True):
+                env[out_id] = _widen(result) if is_float(var.dtype) else _cast(result, var.dtype)
     return env
+
+
+def _results(value, count: int) -> list:
+    """A reference's results as a list: one output as itself, several (control flow) as a
+    tuple."""
+    if count == 1:
+        return [value]
+    if not isinstance(value, tuple | list) or len(value) != count:
+        raise ValueError(f"a reference returned {type(value).__name__} for a record of {count} outputs")
+    return list(value)
 
 
 def _reads_integers_as_numbers(op, args, attrs) -> bool:

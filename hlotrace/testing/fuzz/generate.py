@@ -38,6 +38,7 @@ from hlotrace.testing.fuzz.draw import Rejected, draw
 from hlotrace.testing.fuzz.evaluate import is_float
 from hlotrace.testing.fuzz.inferred import TRIES, inferred_sample, required_attributes
 from hlotrace.testing.fuzz.program import Program, compact, slice_to
+from hlotrace.testing.fuzz.regions import CONTROL_FLOW, P_MULTI_OUTPUT, region_step
 from hlotrace.testing.sampling import OpSample
 from hlotrace.trace import Recorder
 
@@ -173,9 +174,10 @@ def outside_domain(op: OpDef, operands, attrs) -> str | None:
 
 
 class _Builder:
-    def __init__(self, recorder: Recorder, rng: np.random.Generator):
+    def __init__(self, recorder: Recorder, rng: np.random.Generator, selected=()):
         self.recorder = recorder
         self.rng = rng
+        self.selected = list(selected)  # the run's ops (region bodies draw from them)
         choices = list(MAIN_DTYPES)
         weights = np.array(list(MAIN_DTYPES.values()))
         self.main_dtype = choices[int(rng.choice(len(choices), p=weights / weights.sum()))]
@@ -212,6 +214,8 @@ class _Builder:
 
     def step(self, op: OpDef) -> bool:
         """Add one record of ``op`` (False, and ``self.refusal`` says why, when none fits)."""
+        if op.name in CONTROL_FLOW and self.rng.random() < P_MULTI_OUTPUT:
+            return region_step(self, op.name, self.selected)
         sample, self.refusal = _draw_sample(op, self.rng, self.live, self.main_dtype)
         if sample is None:
             return False
@@ -268,7 +272,7 @@ def generate(seed: int, ops=None, max_ops: int = MAX_OPS) -> Program:
     rng = np.random.default_rng(seed)
     target = 1 + min(int(rng.exponential(MEAN_OPS)), max_ops - 1)
     recorder = Recorder(name=f"fuzz_{seed}")
-    builder = _Builder(recorder, rng)
+    builder = _Builder(recorder, rng, names)
     with recorder:
         for _ in range(12 * target):
             if len(recorder.trace.records) >= target:

@@ -17,7 +17,7 @@ import numpy as np
 from hlotrace import dtypes as dt
 from hlotrace.errors import TraceError
 from hlotrace.ops.registry import OPS
-from hlotrace.trace import OpRecord, Trace, Var
+from hlotrace.trace import OpRecord, Trace, Var, adopt_regions
 
 FUZZ_KEY = "fuzz"
 
@@ -144,9 +144,14 @@ def compact(program: Program) -> Program:
     values = dict(zip(trace.inputs, program.inputs, strict=True))
     new.inputs = [renumber[v] for v in trace.inputs if v in used]
     new.constants = {renumber[v]: c for v, c in trace.constants.items() if v in used}
+    # A control-flow record's regions are copied into the new var table (their vars after
+    # the top-level ones), so that the program saves and loads whole.
     new.records = [
         dataclasses.replace(
-            r, inputs=tuple(renumber[v] for v in r.inputs), outputs=tuple(renumber[v] for v in r.outputs)
+            r,
+            attrs=adopt_regions(r.attrs, new),
+            inputs=tuple(renumber[v] for v in r.inputs),
+            outputs=tuple(renumber[v] for v in r.outputs),
         )
         for r in trace.records
     ]
@@ -163,18 +168,25 @@ def compact(program: Program) -> Program:
 def replace_by_value(program: Program, var_id: int, value: np.ndarray, as_constant: bool) -> Program:
     """``var_id`` (a record's output or an input) becomes a fresh input (or a constant)
     holding ``value``; the records that computed it become dead and are dropped."""
+    return replace_by_values(program, {var_id: value}, as_constant)
+
+
+def replace_by_values(program: Program, values_of: dict, as_constant: bool) -> Program:
+    """The same for several vars at once (every output of a control-flow record: the
+    record goes whole, its regions with it)."""
     trace = program.trace
-    records = [r for r in trace.records if var_id not in r.outputs]
+    records = [r for r in trace.records if not set(values_of).intersection(r.outputs)]
     inputs, values = list(trace.inputs), list(program.inputs)
     constants = dict(trace.constants)
-    if var_id in inputs:
-        k = inputs.index(var_id)
-        del inputs[k], values[k]
-    if as_constant:
-        constants[var_id] = np.asarray(value)
-    else:
-        inputs.append(var_id)
-        values.append(np.asarray(value))
+    for var_id, value in values_of.items():
+        if var_id in inputs:
+            k = inputs.index(var_id)
+            del inputs[k], values[k]
+        if as_constant:
+            constants[var_id] = np.asarray(value)
+        else:
+            inputs.append(var_id)
+            values.append(np.asarray(value))
     new = dataclasses.replace(
         trace, inputs=inputs, constants=constants, records=records, backward=set(), scopes={}, paths={}
     )
@@ -201,8 +213,9 @@ def retyped(program: Program, inputs: list[np.ndarray], constants: dict[int, np.
         # Attributes resolved against a shape (getitem's slices) are resolved again.
         attrs = op.canonicalize(avals, dict(record.attrs)) if op.canonicalize else record.attrs
         out = op.infer(*avals, **attrs)
-        (out_id,) = record.outputs
-        new.vars[out_id] = Var(out_id, tuple(out.shape), np.dtype(out.dtype))
+        outs = tuple(out) if len(record.outputs) > 1 else (out,)  # several: a control-flow op's
+        for out_id, aval in zip(record.outputs, outs, strict=True):
+            new.vars[out_id] = Var(out_id, tuple(aval.shape), np.dtype(aval.dtype))
         records.append(OpRecord(record.op, attrs, record.inputs, record.outputs, record.location))
     new.inputs, new.outputs = list(trace.inputs), list(trace.outputs)
     new.constants = constants

@@ -19,7 +19,7 @@ import numpy as np
 
 from hlotrace.testing.fuzz.evaluate import evaluate, is_float
 from hlotrace.testing.fuzz.oracles import Finding, Oracles, check
-from hlotrace.testing.fuzz.program import Program, compact, replace_by_value, retyped, slice_to
+from hlotrace.testing.fuzz.program import Program, compact, replace_by_value, replace_by_values, retyped, slice_to
 
 MAX_CHECKS = 400
 
@@ -113,7 +113,7 @@ class Shrinker:
 
     def _earlier_outputs(self, program: Program, output):
         """The disagreement may show already in an operand of the record computing the output."""
-        producer = {r.outputs[0]: r for r in program.trace.records}
+        producer = {out: r for r in program.trace.records for out in r.outputs}
         candidates = []
         for var_id in program.trace.outputs:
             record = producer.get(var_id)
@@ -126,13 +126,15 @@ class Shrinker:
     def _delete_records(self, program: Program, output):
         env = evaluate(program.trace, program.inputs)
         for record in program.trace.records:
-            (out_id,) = record.outputs
-            aval = program.trace.aval(out_id)
             candidates = []
-            for operand in record.inputs:
-                if program.trace.aval(operand) == aval:  # bypass the record
-                    candidates.append(_bypass(program, out_id, operand))
-            candidates.append(replace_by_value(program, out_id, env[out_id], as_constant=False))
+            if len(record.outputs) == 1:
+                (out_id,) = record.outputs
+                aval = program.trace.aval(out_id)
+                for operand in record.inputs:
+                    if program.trace.aval(operand) == aval:  # bypass the record
+                        candidates.append(_bypass(program, out_id, operand))
+            # A control-flow record (several outputs) goes whole; its regions are not shrunk.
+            candidates.append(replace_by_values(program, {v: env[v] for v in record.outputs}, as_constant=False))
             result = self._try(candidates, output)
             if result:
                 return result

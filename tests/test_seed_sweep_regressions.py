@@ -429,3 +429,52 @@ def test_finite_differences_do_not_step_across_a_pole():
         .astype(BF16)
     )
     assert check_vjp_fd(OPS["divide"], _sample(x, y), np.random.default_rng(0)) > 0
+
+
+def test_finite_differences_skip_a_jump():
+    """Seed 2981992792 (ci): adaptive_max_pool2d_backward of an all-zero x: nudging one zero
+    makes it the maximum of every window holding it, so f jumps there and the central
+    difference measured 1.1e7 where the VJP (rightly, almost everywhere) gives 0. Such an
+    element is now recognised as a jump (the difference with an eighth of the step is not the
+    same) and skipped; a smooth element whose VJP is wrong still fails."""
+    from hlotrace.testing.gradcheck import check_vjp_fd
+
+    x = np.zeros((2, 2, 2, 3), np.float16)
+    ct = (
+        np.array(
+            [
+                7.3125,
+                0.0625,
+                np.nan,
+                0.875,
+                -0.375,
+                np.nan,
+                -4.3125,
+                -2.875,
+                -2.0,
+                -1.1875,
+                np.nan,
+                -0.0,
+                -1.875,
+                0.6875,
+                7.75,
+                np.inf,
+                -1.25,
+                4.875,
+                4.1875,
+                3.375,
+                3.5625,
+                0.0,
+                1.0,
+                -0.0,
+                -4.375,
+                -0.5,
+                -6.5,
+                5.5625,
+            ],
+            np.float64,
+        )
+        .reshape((2, 2, 1, 7))
+        .astype(np.float16)
+    )
+    check_vjp_fd(OPS["adaptive_max_pool2d_backward"], _sample(x, ct), np.random.default_rng(100000000))

@@ -31,6 +31,7 @@ from hlotrace.testing.tolerances import (
     Tolerance,
     assert_close,
     cancellation_atol,
+    mismatches,
     tolerance_for,
 )
 from hlotrace.testing.values import flush_subnormals
@@ -144,14 +145,34 @@ def check_vjp_fd(op: OpDef, sample: OpSample, rng: np.random.Generator) -> int:
                 # A mild kink (e.g. two cotangents meeting at a sort tie): the derivative from
                 # either side is an answer a VJP may give, the central difference neither.
                 expected = min((expected, forward, backward), key=lambda v: abs(g[at] - v))
+            tolerance = FD_TOLERANCE._replace(atol=FD_TOLERANCE.atol * (1 + abs(f0)))
+            if mismatches(np.array([g[at]]), np.array([expected]), tolerance).any() and _jumps(
+                f, base, k, at, h, expected
+            ):
+                continue  # f jumps here (an argmax switching at a tie): no derivative to check
             assert_close(
                 np.array([g[at]]),
                 np.array([expected]),
-                FD_TOLERANCE._replace(atol=FD_TOLERANCE.atol * (1 + abs(f0))),
+                tolerance,
                 what=f"d/d(input {positions[k]}){list(at)} of sum(w * {op.name}(...)) for {sample!r}",
             )
             compared += 1
     return compared
+
+
+def _jumps(f, base, k: int, at, h: float, expected: float) -> bool:
+    """Whether ``f`` is discontinuous at the element rather than differentiable: the central
+    difference with an eighth of the step is not the one with the whole step (a jump over the
+    step grows as 1/h; seed 2981992792: adaptive_max_pool2d_backward of an all-zero x, where
+    nudging one zero makes it every window's maximum, measured 1.1e7 for a derivative of 0).
+    Asked only when the VJP and the difference disagree, so passing elements cost nothing."""
+    small = h / 8
+    plus, minus = [b.copy() for b in base], [b.copy() for b in base]
+    plus[k][at] += small
+    minus[k][at] -= small
+    closer = (f(plus) - f(minus)) / (2 * small)
+    scale = abs(expected) + abs(closer)
+    return not np.isfinite(closer) or abs(closer - expected) > KINK * scale + 1e-6
 
 
 def _compiled_tolerance(op: OpDef, dtype: np.dtype) -> Tolerance:

@@ -478,3 +478,15 @@ def test_finite_differences_skip_a_jump():
         .astype(np.float16)
     )
     check_vjp_fd(OPS["adaptive_max_pool2d_backward"], _sample(x, ct), np.random.default_rng(100000000))
+
+
+def test_a_subnormal_literal_is_kept_where_a_subnormal_input_is_flushed():
+    """Seed 2550820504 (ci): logical_xor(1.4e-45 as an input, 1.4e-45 as a Python scalar) is
+    True compiled: XLA:CPU flushes the input at run time and folds the literal unflushed.
+    NumPy gives False with both kept or both flushed; the check also accepts NumPy's result
+    with only the array inputs flushed (this fails without it)."""
+    tiny = 1.401298464324817e-45
+    sample = _sample(np.array(tiny, np.float32), tiny)
+    assert bool(run_compiled(OPS["logical_xor"], sample)) is True
+    assert bool(run_eager(OPS["logical_xor"], sample)) is False
+    check_op(OPS["logical_xor"], sample)

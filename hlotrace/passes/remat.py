@@ -12,6 +12,9 @@ forward value (function arguments and constants aside) still needed by later for
 everything after it depends on the past through it alone. The layer boundaries are the
 last cut point before each ``dot_general`` / ``convolution`` (a layer's input); the first
 layer's input is a function argument. Segments run from one kept boundary to the next.
+A control-flow op (``stablehlo.while``, ``stablehlo.case``) whose regions hold a matmul or a
+convolution is one layer: the pass never looks inside it, so a loop of layers (``F.scan``,
+``nn.Stacked``) is one segment, kept or recomputed whole (cloned with its regions).
 
 Barriers. Each recomputed segment reads its inputs through one
 ``stablehlo.optimization_barrier`` over (the segment's checkpoint, the weights it reads, the
@@ -113,7 +116,7 @@ class _Step:
         latest_cut = None
         for i in range(end):
             op = self.ops[i]
-            if op.name in HEAVY and latest_cut is not None:
+            if _is_heavy(op) and latest_cut is not None:
                 cut_before_heavy.append(latest_cut)
                 latest_cut = None
             for v in op.operands:  # values whose last forward use is here die
@@ -122,7 +125,7 @@ class _Step:
                     live.discard(p)
             if i in last_use:
                 live.add(i)
-            if live == {i} and len(op.results) == 1:
+            if live == {i}:
                 latest_cut = i
         seen, result = set(), []
         for p in cut_before_heavy:
@@ -130,6 +133,13 @@ class _Step:
                 seen.add(p)
                 result.append(p)
         return result
+
+
+def _is_heavy(op) -> bool:
+    """A matmul or a convolution, or a control-flow op whose regions hold one (one layer)."""
+    if op.name in HEAVY:
+        return True
+    return any(_is_heavy(inner.operation) for region in op.regions for block in region for inner in block)
 
 
 def _is_backward(op) -> bool:

@@ -127,6 +127,53 @@ def test_gradient_programs_without_an_optimizer_work_too():
     assert_bitwise_equal([t.numpy() for t in remat(*tensors)], [t.numpy() for t in plain(*tensors)], "grad remat")
 
 
+class _ScannedBlock(nn.Module):
+    def __init__(self, width=16):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return F.tanh(self.fc(x))
+
+
+class ScannedMLP(nn.Module):
+    """dense -> a loop of 3 dense layers (one F.scan) -> dense -> dense."""
+
+    def __init__(self, width=16):
+        super().__init__()
+        self.first, self.last, self.head = nn.Linear(width, width), nn.Linear(width, width), nn.Linear(width, width)
+        self.stack = nn.Stacked(lambda: _ScannedBlock(width), 3)
+
+    def forward(self, x):
+        return self.head(F.tanh(self.last(self.stack(F.tanh(self.first(x))))))
+
+
+def _run_scanned(pipeline: str, steps=3):
+    nn.init.seed(3)
+    net = ScannedMLP()
+    opt = optim.Adam(net.parameters(), lr=1e-2)
+    gm = GradManager().attach(net.parameters())
+    step = xla_trace(train_step, passes=pipeline)
+    x = ht.tensor(np.random.default_rng(3).standard_normal((32, 16)).astype(np.float32))
+    losses = [step(x, net=net, opt=opt, gm=gm).numpy() for _ in range(steps)]
+    return step, [*losses, *[p.numpy() for p in net.parameters()]]
+
+
+def test_a_loop_of_layers_is_one_layer_and_one_segment():
+    plain, expected = _run_scanned("")
+    # first, the loop, last, head: the loop's three matmuls are one layer (its input a boundary).
+    assert layer_count(plain.lowered.module) == 4
+    whiles = _count(plain.lowered, "stablehlo.while")
+    for pipeline in ("remat{every=1}", "remat{every=2}", "remat{every=3}"):
+        step, values = _run_scanned(pipeline)
+        assert_bitwise_equal(values, expected, pipeline)
+        if pipeline == "remat{every=3}":
+            # Kept: the loop's output (boundary 3). The segment before it holds the forward
+            # loop, recomputed whole: one more while, cloned with its body.
+            assert "stablehlo.optimization_barrier" in step.optimized_text
+            assert _count(step.optimized, "stablehlo.while") == whiles + 1
+
+
 @pytest.mark.parametrize(
     "pipeline, message",
     [

@@ -22,34 +22,22 @@ the same program, the same numbers. Each process:
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 import numpy as np
 
 import hlotrace.distributed as dist
-import hlotrace.functional as F
 from hlotrace import nn, optim
 from hlotrace.autodiff import GradManager
 from hlotrace.datasets import digits_split
 from hlotrace.jit import xla_trace
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # train_mlp.py, also when run by path
+from train_mlp import MLP, train_step
 
-class MLP(nn.Module):
-    def __init__(self, hidden: int = 64):
-        super().__init__()
-        self.fc1, self.fc2 = nn.Linear(64, hidden), nn.Linear(hidden, 10)
-
-    def forward(self, x):
-        return self.fc2(F.relu(self.fc1(x)))
-
-
-@xla_trace
-def train_step(data, label, net, opt, gm):
-    with gm:
-        loss = F.cross_entropy(net(data), label)
-        gm.backward(loss)
-    opt.step().clear_grad()
-    return loss
+compiled_step = xla_trace(train_step)
 
 
 def main(argv=None) -> None:
@@ -71,7 +59,7 @@ def main(argv=None) -> None:
     say(f"{processes} process(es) x {len(dist.local_devices())} CPU devices: mesh {mesh}")
 
     nn.init.seed(0)  # the same parameters on every process
-    net = MLP()
+    net = MLP(hidden=64)
     dist.shard_module(net, mesh)  # replicated on every device (data-parallel)
     opt = optim.AdamW(net.parameters(), lr=1e-2)
     gm = GradManager().attach(net.parameters())
@@ -83,11 +71,11 @@ def main(argv=None) -> None:
         rows = rng.choice(len(x_train), args.batch, replace=False)[first : first + local_rows]
         x = dist.make_global(x_train[rows].astype(np.float32), mesh, dist.P("data"))
         y = dist.make_global(y_train[rows].astype(np.int32), mesh, dist.P("data"))
-        loss = train_step(x, y, net, opt, gm)
+        loss = compiled_step(x, y, net=net, opt=opt, gm=gm)
         if step % 20 == 0 or step == args.steps - 1:
             say(f"step {step:3d}  loss {float(loss.numpy()):.4f}")  # replicated: readable anywhere
     seconds = time.perf_counter() - start
-    say(f"{args.steps} steps in {seconds:.2f} s; collectives: {_collectives(train_step)}")
+    say(f"{args.steps} steps in {seconds:.2f} s; collectives: {_collectives(compiled_step)}")
 
     params = dist.process_allgather(dict(net.named_parameters()))  # every process takes part
     if me == 0:

@@ -159,4 +159,4 @@ def test_the_spmd_example_trains_both_ways_and_reports_collectives(capsys):
     assert results["data-parallel"]["accuracy"] > 0.6 and results["fsdp"]["accuracy"] > 0.6
     assert [c.kind for c in results["data-parallel"]["collectives"]] == ["all-reduce"]
     assert "all-gather" in {c.kind for c in results["fsdp"]["collectives"]}
-    assert "(0.126 of the total)" in out and "train_spmd.py:" in out
+    assert "(0.126 of the total)" in out and "train_mlp.py:" in out  # the step is train_mlp.py's

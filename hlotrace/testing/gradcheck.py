@@ -28,10 +28,12 @@ from hlotrace.testing.check import _as_operand, example_seed
 from hlotrace.testing.sampling import OpSample
 from hlotrace.testing.tolerances import (
     CANCELLING_GRADIENTS,
+    ROUNDED_PRODUCT_GRADIENTS,
     Tolerance,
     assert_close,
     cancellation_atol,
     mismatches,
+    product_sum_atol,
     tolerance_for,
 )
 from hlotrace.testing.values import flush_subnormals
@@ -224,6 +226,10 @@ def check_compiled_grad(op: OpDef, sample: OpSample, rng: np.random.Generator) -
         if op.name in CANCELLING_GRADIENTS:
             x = np.asarray(args[p])
             tolerance = tolerance._replace(atol=tolerance.atol + cancellation_atol(x, attrs.get("axis"), w))
+        if op.name in ROUNDED_PRODUCT_GRADIENTS:
+            x = np.asarray(args[p])
+            extra = product_sum_atol(x, attrs.get("axis"), attrs.get("reverse", False), w)
+            tolerance = tolerance._replace(atol=tolerance.atol + extra)
         assert_close(
             c.numpy(),
             e.numpy(),

@@ -138,7 +138,7 @@ class Tape:
                     continue
                 for key, x, g in zip(node.in_keys, node.inputs, grads, strict=True):
                     if key is not None and g is not None and dt.is_floating(x.dtype):
-                        _accumulate(cts, key, unbroadcast(g, x))
+                        _accumulate(cts, key, unbroadcast(g, x, node))
             return [cts.get(k) if k in needed else None for k in wrt]
         finally:
             BACKWARD_DEPTH[0] -= 1
@@ -175,10 +175,20 @@ def _accumulate(cts: dict, key: int, g: Tensor) -> None:
     cts[key] = g if previous is None else previous + g
 
 
-def unbroadcast(g: Tensor, x: Tensor) -> Tensor:
-    """``g`` (of a broadcast shape) summed down to ``x``'s shape and cast to its dtype."""
+def unbroadcast(g: Tensor, x: Tensor, node: _Node | None = None) -> Tensor:
+    """``g`` (of a broadcast shape) summed down to ``x``'s shape and cast to its dtype.
+
+    A ``g`` whose shape ``x``'s does not broadcast to is a wrong VJP (a gradient in another
+    layout of the same size would otherwise be reshaped silently): OpError naming the op."""
     if g.shape != x.shape:
         lead = g.ndim - x.ndim
+        if lead < 0 or any(d != e and d != 1 for d, e in zip(x.shape, g.shape[lead:], strict=True)):
+            what = "a function" if node is None or node.op is None else f"op {node.op.name}"
+            where = f" (recorded at {node.location})" if node is not None and node.location is not None else ""
+            raise OpError(
+                f"the VJP of {what}{where} returned a gradient of shape {list(g.shape)} for an input of "
+                f"shape {list(x.shape)}: it must be the input's shape or one it broadcasts to"
+            )
         axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(x.shape) if d == 1 and g.shape[lead + i] != 1)
         if axes:
             g = F.sum(g, axis=axes, keepdims=True)

@@ -178,3 +178,15 @@ def _apply(op, *args):
     from hlotrace.ops.registry import apply
 
     return apply(op, *args)
+
+
+def test_a_vjp_returning_a_gradient_of_another_shape_of_the_same_size_is_an_error():
+    """The engine sums broadcast dims; a gradient in another layout (a (4, 5) gradient of a
+    (5, 4) input, the mutant vjp/matmul-shared-b-grad-swapped) used to be reshaped silently."""
+    from hlotrace.autodiff import unbroadcast
+    from hlotrace.errors import OpError
+
+    with pytest.raises(OpError, match=r"gradient of shape \[4, 5\] for an input of shape \[5, 4\]"):
+        unbroadcast(ht.tensor(np.ones((4, 5), np.float32)), ht.tensor(np.ones((5, 4), np.float32)))
+    summed = unbroadcast(ht.tensor(np.ones((2, 3, 5), np.float32)), ht.tensor(np.ones((1, 5), np.float64)))
+    assert summed.shape == (1, 5) and summed.dtype == np.float64 and (summed.numpy() == 6).all()

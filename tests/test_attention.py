@@ -163,3 +163,31 @@ def test_multihead_attention_sequence_first_layout_and_errors():
         "out_proj.weight",
         "out_proj.bias",
     ]
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_self_attention_projects_with_one_matmul_and_equals_the_three_matmul_path(batch_first):
+    nn.init.seed(2)
+    mha = nn.MultiheadAttention(8, 2, batch_first=batch_first)
+    nn.init.normal_(mha.in_proj_bias)
+    x = np.random.default_rng(2).standard_normal((3, 5, 8)).astype(np.float32)
+    params = [mha.in_proj_weight, mha.in_proj_bias]
+
+    def loss(w, b, same):
+        mha.in_proj_weight, mha.in_proj_bias = w, b
+        q = ht.tensor(x)
+        k, v = (q, q) if same else (ht.tensor(x), ht.tensor(x))  # equal values, other objects
+        return F.sum(mha(q, k, v, need_weights=False)[0] ** 2)
+
+    originals = [p for p in params]
+    try:
+        one = grad(lambda w, b: loss(w, b, True), argnums=(0, 1))(*originals)
+        three = grad(lambda w, b: loss(w, b, False), argnums=(0, 1))(*originals)
+    finally:
+        mha.in_proj_weight, mha.in_proj_bias = originals
+    for a, b in zip(one, three, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+    traced = ht.xla_trace(lambda q, *, net: net(q, q, q, need_weights=False)[0])
+    traced(ht.tensor(x), net=mha)
+    # in-projection, scores, weights @ v, out-projection: 4 (three projections would make 6)
+    assert traced.lowered.text().count("stablehlo.dot_general") == 4

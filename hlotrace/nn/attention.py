@@ -76,8 +76,20 @@ class MultiheadAttention(Module):
         y = F.matmul(x, w, transpose_b=True)
         if self.in_proj_bias is not None:
             y = y + self.in_proj_bias[part * e : (part + 1) * e]
+        return self._heads(y)
+
+    def _heads(self, y: Tensor) -> Tensor:
         n, length = y.shape[0], y.shape[1]
         return F.transpose(F.reshape(y, (n, length, self.num_heads, self.head_dim)), (0, 2, 1, 3))
+
+    def _project_self(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention (query, key and value the same tensor): one (N, L, 3E) matmul, then
+        q, k, v are its thirds -- one matmul instead of three forward, and in the backward."""
+        e = self.embed_dim
+        y = F.matmul(x, self.in_proj_weight, transpose_b=True)
+        if self.in_proj_bias is not None:
+            y = y + self.in_proj_bias
+        return tuple(self._heads(y[:, :, part * e : (part + 1) * e]) for part in range(3))
 
     def forward(
         self,
@@ -90,15 +102,21 @@ class MultiheadAttention(Module):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ):
+        same = query is key and key is value  # self-attention: one projection matmul
         if not self.batch_first:
             query, key, value = (F.transpose(t, (1, 0, 2)) for t in (query, key, value))
+            if same:
+                key = value = query
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.ndim != 3 or t.shape[-1] != self.embed_dim:
                 raise HlotraceError(
                     f"MultiheadAttention: {name} must be 3-d with last dim {self.embed_dim}, got shape {t.shape}"
                 )
         n, length, keys = query.shape[0], query.shape[1], key.shape[1]
-        q, k, v = self._project(query, 0), self._project(key, 1), self._project(value, 2)
+        if same:
+            q, k, v = self._project_self(query)
+        else:
+            q, k, v = self._project(query, 0), self._project(key, 1), self._project(value, 2)
         scores = F.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.head_dim))  # (N, H, L, S)
         if is_causal:
             allowed = F.greater_equal(F.reshape(F.arange(length), (length, 1)), F.arange(keys))

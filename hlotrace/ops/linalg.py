@@ -130,7 +130,8 @@ def _vjp(ct, out, a, b, *, transpose_a, transpose_b):
     """With A = op_a(a), B = op_b(b) (vectors as 1-row / 1-column matrices): dA = ct·Bᵀ, dB = Aᵀ·ct.
 
     Each is computed straight in the layout of its operand (dAᵀ = B·ctᵀ when a is stored
-    transposed), so no transpose op is needed; the engine sums broadcast batch dims.
+    transposed), so no transpose op is needed; the engine sums broadcast batch dims, except
+    for a matrix b under a batched a, whose gradient contracts the batch dims directly.
     """
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
     a1 = F.reshape(a, (1, a.shape[0])) if a_vec else a
@@ -142,7 +143,14 @@ def _vjp(ct, out, a, b, *, transpose_a, transpose_b):
         da = F.matmul(b1, ct1, transpose_a=tb, transpose_b=True)
     else:
         da = F.matmul(ct1, b1, transpose_b=not tb)
-    if tb:
+    if b1.ndim == 2 and a1.ndim > 2 and not ta:
+        # A matrix b shared by every batch entry of a (a Linear layer on (N, L, E) input):
+        # contract the batch dims in the same product, one (K, R) x (R, M) matmul, instead of
+        # a batched matmul whose R-sized results the engine then sums over the batch.
+        r = int(np.prod(a1.shape[:-1]))
+        a2, ct2 = F.reshape(a1, (r, a1.shape[-1])), F.reshape(ct1, (r, ct1.shape[-1]))
+        db = F.matmul(ct2, a2, transpose_a=True) if tb else F.matmul(a2, ct2, transpose_a=True)
+    elif tb:
         db = F.matmul(ct1, a1, transpose_a=True, transpose_b=ta)
     else:
         db = F.matmul(a1, ct1, transpose_a=not ta)

@@ -48,6 +48,13 @@ MUTANTS = [
         why="policy=sqrt keeps every layer boundary, so nothing is recomputed",
     ),
     Mutant(
+        id="loop-not-a-layer",
+        file=FILE,
+        find="    return any(_is_heavy(inner.operation) for region in op.regions for block in region for inner in block)",
+        replace="    return False",
+        why="a loop of matmuls is not a layer: no boundary before it, it joins the next layer's segment",
+    ),
+    Mutant(
         id="barrier-rule-returns-first",
         file="hlotrace/lowering/rules/barrier.py",
         find="    return stablehlo.OptimizationBarrierOp(list(operands)).results[index]",

@@ -158,6 +158,22 @@ MUTANTS = [
         ops=("matmul",),
     ),
     Mutant(
+        id="matmul-shared-b-grad-ignores-stored-transpose",
+        file=LINALG,
+        find="    if b1.ndim == 2 and a1.ndim > 2 and not ta:",
+        replace="    if b1.ndim == 2 and a1.ndim > 2:",
+        why="the batch-contracting gradient of a shared matrix b also reshapes an a stored transposed",
+        ops=("matmul",),
+    ),
+    Mutant(
+        id="matmul-shared-b-grad-swapped",
+        file=LINALG,
+        find="        db = F.matmul(ct2, a2, transpose_a=True) if tb else F.matmul(a2, ct2, transpose_a=True)",
+        replace="        db = F.matmul(a2, ct2, transpose_a=True) if tb else F.matmul(ct2, a2, transpose_a=True)",
+        why="the shared matrix's gradient in the other layout (wrong for a square b, else a shape error)",
+        ops=("matmul",),
+    ),
+    Mutant(
         id="transpose-uses-perm",
         file=SHAPE,
         find="(F.transpose(ct, tuple(sorted(range(len(perm)), key=perm.__getitem__))),)",

@@ -506,3 +506,20 @@ def test_the_gradient_of_a_long_bfloat16_cumprod_is_checked_at_its_products_scal
     sample = _sample(x.astype(BF16), reverse=False, axis=0)
     assert "cumprod" in gradcheck.ROUNDED_PRODUCT_GRADIENTS
     assert gradcheck.check_compiled_grad(OPS["cumprod"], sample, np.random.default_rng(1))
+
+
+def test_finite_differences_of_an_empty_output_skip_a_non_finite_vjp():
+    """Seed 3594143097 (ci): batch_norm_inference of an empty x (1, 4, 0) with a subnormal
+    var, which finite differences redraw (here to a value where var + eps < 0): the VJP for
+    mean is an empty sum times NaN (rsqrt of a negative), the central difference 0. With
+    outputs, that channel's NaN outputs mark the element as not compared; with none, a
+    non-finite VJP element is skipped the same way (this rng failed before)."""
+    from hlotrace.testing.gradcheck import check_vjp_fd
+
+    sample = _sample(
+        np.zeros((1, 4, 0), BF16),
+        np.array([-3.6875, -7.34375, -7.75, 5.0], BF16),
+        np.array([1.1754943508222875e-38, 4.75, 4.3125, -0.0], BF16),
+        eps=0.001,
+    )
+    check_vjp_fd(OPS["batch_norm_inference"], sample, np.random.default_rng(4))

@@ -25,9 +25,12 @@ Issue targets: 48-layer scanned first call <= 1/10 of unrolled and <= 1.5x the 4
 scanned; op count independent of depth; step time scanned <= 1.15x unrolled (``unroll=``
 to close the gap); temp memory scanned <= unrolled.
 
-    .venv/bin/python -m benchmarks.bench_depth [--layers 48] [--dim 32] [--repeat N] [--small]
+    .venv/bin/python -m benchmarks.bench_depth [--layers 48] [--dim 32] [--repeat N] [--small] [--no-jax]
 
-``--small`` (or HLOTRACE_BENCH_SMALL=1): 12 layers instead of 48.
+``--small`` (or HLOTRACE_BENCH_SMALL=1): 12 layers instead of 48. The jax.jit peer
+(benchmarks/depth_jax.py: the same step with ``lax.scan`` or a Python loop) compiles the
+scanned and unrolled steps too and prints its XLA compile seconds beside hlotrace's;
+``--no-jax`` leaves it out.
 """
 
 from __future__ import annotations
@@ -131,6 +134,34 @@ def _measure(name: str, lm, seq, layers: int, dim: int, stacked: bool, unroll: i
     return result
 
 
+def _jax_peer(lm, layers: int, dim: int, by_name: dict) -> dict:
+    """jax.jit's trace + lower and XLA compile seconds for the same step (benchmarks/depth_jax.py),
+    scanned and unrolled, beside hlotrace's XLA compile seconds."""
+    from benchmarks import depth_jax
+
+    rows, seconds = [], {}
+    for name, n, scanned in (
+        (f"scanned {layers}", layers, True),
+        (f"unrolled {layers}", layers, False),
+        (f"scanned {SHALLOW}", SHALLOW, True),
+    ):
+        lower_s, compile_s = depth_jax.compile_seconds(lm, n, dim, HEADS, scanned)
+        ours = by_name[name]["compile_s"]
+        seconds[name] = (ours, compile_s)
+        rows.append([name, fmt_time(ours), fmt_time(lower_s), fmt_time(compile_s), fmt_ratio(ours / compile_s)])
+    print_table(
+        ["variant", "hlotrace XLA compile", "jax trace+lower", "jax XLA compile", "compile hlotrace / jax"],
+        rows,
+        title="XLA compile of the same step emitted by jax.jit (lax.scan / a Python loop), caches cleared",
+    )
+    scanned, unrolled = seconds[f"scanned {layers}"], seconds[f"unrolled {layers}"]
+    return {
+        "compile_s": seconds,
+        "hlotrace_ratio": scanned[0] / unrolled[0],
+        "jax_ratio": scanned[1] / unrolled[1],
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     argv = main_args(argv)
     layers = int_option(argv, "--layers", SMALL_LAYERS if small_requested(argv) else LAYERS)
@@ -173,6 +204,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"first losses agree (rtol 1e-4): {layers} layers {scanned['first_loss']:.5f}, {SHALLOW} layers "
         f"{shallow['first_loss']:.5f}\n"
     )
+
+    peer = None if "--no-jax" in argv else _jax_peer(lm, layers, dim, by_name)
 
     timings = compare(
         {r["name"]: r["call"] for r in results if r["layers"] == layers},
@@ -228,9 +261,15 @@ def main(argv: list[str] | None = None) -> dict:
         f"temp memory, scanned {layers} vs unrolled {layers}: {scanned['temp_bytes'] / 2**20:.2f} MiB vs "
         f"{unrolled['temp_bytes'] / 2**20:.2f} MiB; target <=: {'met' if temp_ok else 'NOT met'}"
     )
+    if peer is not None:
+        print(
+            f"XLA compile, scanned {layers} / unrolled {layers}: hlotrace {fmt_ratio(peer['hlotrace_ratio'])}, "
+            f"jax.jit {fmt_ratio(peer['jax_ratio'])} (the loop's compile is XLA's, whichever front end emits it)"
+        )
     print()
     return {
         "bench": "depth",
+        "jax_peer": peer,
         "first_call_ratio": first_ratio,
         "shallow_ratio": shallow_ratio,
         "step_ratio": step_ratios[scanned["name"]],

@@ -70,35 +70,57 @@ def _describe(position: int, tensor) -> str:
 
 def _one_mesh(inputs, own, grads):
     mesh, first = None, None
-    for i, (t, s, g) in enumerate(zip(inputs, own, grads, strict=True)):
-        for sharding, what in ((s, _describe(i, t)), (g, f"the .grad of {_describe(i, t)}")):
+    for i, (s, g) in enumerate(zip(own, grads, strict=True)):
+        for sharding, is_grad in ((s, False), (g, True)):
             if sharding is None:
                 continue
             if mesh is None:
-                mesh, first = sharding.mesh, what
+                mesh, first = sharding.mesh, (i, is_grad)
             elif sharding.mesh != mesh:
+
+                def what(i, is_grad):
+                    return ("the .grad of " if is_grad else "") + _describe(i, inputs[i])
+
                 raise TraceError(
-                    f"one compiled call runs on one mesh, but {first} is placed on {mesh!r} and {what} on "
-                    f"{sharding.mesh!r}; dist.shard them onto the same mesh"
+                    f"one compiled call runs on one mesh, but {what(*first)} is placed on {mesh!r} and "
+                    f"{what(i, is_grad)} on {sharding.mesh!r}; dist.shard them onto the same mesh"
                 )
     return mesh
 
 
-def _dims(tensor, sharding, mesh):
-    return ((),) * tensor.ndim if sharding is None else sharding.check(tensor.shape)
+# (placement, or the mesh for a replicated tensor; shape) -> (dims, the runtime's sharding):
+# computed once per layout, so a steady call does a dict lookup per input.
+_LAYOUTS: dict = {}
 
 
-def _relocate(tensor, sharding, mesh) -> None:
+def _layout(tensor, sharding, mesh):
+    """``tensor``'s dims under ``sharding`` (None: replicated on ``mesh``) and the runtime
+    sharding its device array must have; HlotraceError when the spec does not fit."""
+    shape = tensor.shape
+    key = (mesh if sharding is None else sharding, shape)
+    found = _LAYOUTS.get(key)
+    if found is None:
+        if sharding is None:
+            found = (((),) * len(shape), runtime_sharding(NamedSharding(mesh), len(shape)))
+        else:
+            found = (sharding.check(shape), runtime_sharding(sharding, len(shape)))
+        _LAYOUTS[key] = found
+    return found
+
+
+def _relocate(tensor, wanted) -> None:
     """Send ``tensor`` back to its host value when its device array is not laid out as
-    ``sharding`` (None: replicated on ``mesh``)."""
+    ``wanted`` (the runtime sharding of its placement)."""
     buffer = tensor._device
-    if buffer is None:
-        return
-    wanted = runtime_sharding(sharding or NamedSharding(mesh), tensor.ndim)
-    if getattr(buffer, "sharding", None) is wanted:
+    if buffer is None or getattr(buffer, "sharding", None) is wanted:
         return
     tensor.numpy()
     tensor._device = None
+
+
+# The holders whose optimizer state last took its parameters' placements, and the counters
+# then: nothing new to inherit until a structural change or a new placement.
+_INHERITED: list = [None]
 
 
 def prepare(inputs, holders=()):
@@ -106,16 +128,24 @@ def prepare(inputs, holders=()):
     own, grads = _placements(inputs)
     if not any(own) and not any(grads):
         return None
-    if holders and _inherit_optimizer_state(holders):
-        own, grads = _placements(inputs)
+    if holders:
+        from hlotrace.versions import VERSIONS
+
+        seen = (tuple(map(id, holders)), VERSIONS.structure, hooks.placements)
+        if _INHERITED[0] != seen:
+            if _inherit_optimizer_state(holders):
+                own, grads = _placements(inputs)
+            _INHERITED[0] = (seen[0], VERSIONS.structure, hooks.placements)
     mesh = _one_mesh(inputs, own, grads)
     in_dims, grad_dims = [], []
     for t, s, g in zip(inputs, own, grads, strict=True):
-        in_dims.append(_dims(t, s, mesh))
-        _relocate(t, s, mesh)
+        dims, wanted = _layout(t, s, mesh)
+        in_dims.append(dims)
+        _relocate(t, wanted)
         if t._grad is not None:
-            grad_dims.append(_dims(t._grad, g, mesh))
-            _relocate(t._grad, g, mesh)
+            dims, wanted = _layout(t._grad, g, mesh)
+            grad_dims.append(dims)
+            _relocate(t._grad, wanted)
         else:
             grad_dims.append(None)
     return (mesh, tuple(in_dims), tuple(grad_dims))

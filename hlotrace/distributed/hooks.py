@@ -3,6 +3,9 @@
 is False, ``xla_trace`` pays one attribute read per call and never imports the rest."""
 
 active = False
+# Bumped by every placement (dist.shard and what inherits one): compile.prepare re-derives
+# what it caches per holders when it moved.
+placements = 0
 
 
 def prepare(inputs, holders=()):

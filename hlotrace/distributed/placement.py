@@ -35,6 +35,7 @@ def set_placement(tensor: Tensor, sharding: NamedSharding) -> None:
     ref = weakref.ref(tensor, lambda r, key=key: _forget(key, r))
     _PLACED[key] = (ref, sharding)
     hooks.active = True
+    hooks.placements += 1
 
 
 def registered(tensor) -> NamedSharding | None:

@@ -165,6 +165,32 @@ def test_training_steps_on_a_mesh_equal_the_one_device_steps(devices, mode):
         assert all(p.sharding.spec == dist.P() for p in par[0].parameters())
 
 
+def test_optimizer_state_made_before_its_parameters_were_placed_takes_their_placement(devices):
+    """Optimizer state inherits its parameter's placement when the holders' structure or any
+    placement changed (compile.prepare no longer re-walks it every call): moments made by a
+    step on one device are split with their parameters once the module is sharded, and the
+    steps train like the one-device reference's."""
+    mesh = _mesh(devices, (4,))
+    ref, par = _setup(), _setup()
+    one, many = xla_trace(_step), xla_trace(_step)
+    (x0, y0), *rest = _batches(4)
+    one(ht.tensor(x0), ht.tensor(y0), *ref)
+    many(ht.tensor(x0), ht.tensor(y0), *par)  # one device: the moments exist, unplaced
+    dist.shard_module(par[0], mesh, {"*": dist.P("data")})
+    for x, y in rest:
+        expected = one(ht.tensor(x), ht.tensor(y), *ref)
+        loss = many(
+            dist.shard(ht.tensor(x), mesh, dist.P("data")), dist.shard(ht.tensor(y), mesh, dist.P("data")), *par
+        )
+        np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-6)
+    params = set(par[0].parameters())
+    moments = [t for t in par[1]._trace_state()[1] if t.ndim > 0 and t not in params]
+    assert moments and all(t.sharding is not None and t.sharding.spec == dist.P("data") for t in moments)
+    assert many.cache_size == 2  # one device, then the mesh
+    for a, b in zip(_state(*par[:2]), _state(*ref[:2]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
+
+
 def test_state_is_written_back_in_place_and_its_old_buffers_donated_on_a_mesh(devices):
     mesh = _mesh(devices, (2,))
     net, opt, gm = _setup()

@@ -7,7 +7,10 @@ and FSDP's per-device memory.
   "data". hlotrace's step is ``xla_trace`` on placed tensors; the peer is the same math in
   jax (bench_train/bench_models' jax steps), ``jax.jit`` with donated state, called on
   arrays put with the same ``NamedSharding``s on the same devices (hlotrace's CPU client).
-  Both are checked against each other for three steps before timing.
+  Both are checked against each other for three steps before timing. Reported: wall-time
+  ratios (best loops, median of paired loops) and the process-CPU-time ratio (median of
+  paired loops: the work a step costs this process, XLA's threads included, which the
+  other processes on a shared machine move far less than wall time).
 - FSDP: the MLP's parameters (and so the AdamW moments) split over "data" (fc3's 10 output
   rows do not divide: its weight is split along its inputs, its bias replicated). Reported:
   the bytes of parameters + optimizer state each device holds, against total/N, and XLA's
@@ -44,6 +47,7 @@ TARGET, FSDP_TARGET = 1.1, 1.15
 COUNTS = (1, 2, 4, 8)
 REPEAT = 5
 LOOP_SECONDS = 0.2
+CPU_ROUNDS = 16
 
 
 def _devices(n: int) -> list:
@@ -185,6 +189,9 @@ def data_parallel(repeat: int) -> list[dict]:
                     "jax_s": j.best,
                     "ratio": h.best / j.best,
                     "paired": paired_ratio(h, j),
+                    # What a step costs this process (XLA's threads included), blind to the
+                    # other processes sharing the cores (see bench_train).
+                    "cpu": bench_train._process_cpu_paired_ratio(hlotrace_call, jax_call, CPU_ROUNDS, number=4),
                 }
             )
     return rows
@@ -237,7 +244,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     rows = data_parallel(repeat)
     print_table(
-        ["step", "devices", "hlotrace best", "jax.jit best", "ratio (best)", "ratio (paired median)"],
+        ["step", "devices", "hlotrace best", "jax.jit best", "ratio (best)", "ratio (paired median)", "process CPU"],
         [
             [
                 r["model"],
@@ -246,6 +253,7 @@ def main(argv: list[str] | None = None) -> dict:
                 fmt_time(r["jax_s"]),
                 fmt_ratio(r["ratio"]),
                 fmt_ratio(r["paired"]),
+                fmt_ratio(r["cpu"]),
             ]
             for r in rows
         ],

@@ -523,3 +523,27 @@ def test_finite_differences_of_an_empty_output_skip_a_non_finite_vjp():
         eps=0.001,
     )
     check_vjp_fd(OPS["batch_norm_inference"], sample, np.random.default_rng(4))
+
+
+def test_a_scan_over_captured_zeros_keeps_ieee_signs():
+    """Seed 3086529418 (ci): scan of carry * 0.5 + x over captured constant xs of zeros, from
+    a carry of -5e-324: IEEE gives (-0.0) + 0.0 = +0.0, but XLA folded the slice of captured
+    zeros and dropped the + 0.0 (the add rule's guard cannot see a constant inside the loop),
+    keeping -0.0. Float constants enter loops behind a barrier now."""
+    import hlotrace as ht
+    import hlotrace.functional as F
+    from hlotrace.jit import xla_trace
+
+    zeros = ht.tensor(np.zeros((1, 4), np.float64))
+
+    def run(carry):
+        out, _ = F.scan(lambda c, x: (c * 0.5 + x, ()), carry, xs=zeros)
+        return out
+
+    carry = ht.tensor(np.array([-5e-324, -2.5, np.inf, -1.25]))
+    traced = xla_trace(run, capture_as_const=True)
+    traced(carry)
+    compiled, eager = traced(carry).numpy(), run(carry).numpy()
+    assert np.signbit(eager[0]) == False and eager[0] == 0  # noqa: E712  (IEEE: +0.0)
+    np.testing.assert_array_equal(np.signbit(compiled), np.signbit(eager))
+    np.testing.assert_array_equal(compiled, eager)

@@ -27,6 +27,14 @@ MUTANTS = [
         ops=("switch",),
     ),
     Mutant(
+        id="loop-constants-foldable",
+        file=RULES,
+        find="        hlo.hidden_from_folding(v) if a.dtype in dt.FLOATING and hlo.is_constant(v) else v\n",
+        replace="        v\n",
+        why="float constants enter a loop visible to XLA's folder: x + (slice of zeros) keeps -0.0",
+        ops=("scan", "while_loop"),
+    ),
+    Mutant(
         id="scan-reverse-ignored",
         file=RULES,
         find="t = stablehlo.SubtractOp(_scalar(length - 1), i).result if reverse else i",

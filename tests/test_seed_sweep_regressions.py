@@ -547,3 +547,16 @@ def test_a_scan_over_captured_zeros_keeps_ieee_signs():
     assert np.signbit(eager[0]) == False and eager[0] == 0  # noqa: E712  (IEEE: +0.0)
     np.testing.assert_array_equal(np.signbit(compiled), np.signbit(eager))
     np.testing.assert_array_equal(compiled, eager)
+
+
+@pytest.mark.parametrize("captured", [(0, 2), (0,)], ids=["both-captured", "source-input"])
+def test_scatter_add_onto_a_constant_zero_adds_a_negative_zero_update(captured):
+    """+0.0 scatter-added -0.0 is +0.0; XLA turned the scatter-add onto a captured zero
+    operand into its update, -0.0 (scatter_add-float64, seed 3592493969, both captured; the
+    same as index_add's, whose guard scatter_add now shares). Without the guard the
+    source-input case fails here."""
+    sample = _sample(
+        np.array([0.0], np.float64), np.array([-1], np.int32), np.array([-0.0], np.float64), captured=captured, axis=0
+    )
+    assert not np.signbit(run_compiled(OPS["scatter_add"], sample)).any()
+    check_op(OPS["scatter_add"], sample)

@@ -126,7 +126,16 @@ def _scatter_add(ctx, x, index, src, *, axis):
         return x
     rank = len(xa.shape)
     vectors = _index_vectors(index, ia, axis, xa.shape)
+    constant_x, constant_src = hlo.is_constant(x), hlo.is_constant(src)
     (x, wide), (src, _) = _widened(x, xa), _widened(src, sa)
+    if out.dtype in dt.FLOATING:
+        # As index_add's (below): XLA turns a scatter-add onto a constant zero operand into
+        # its updates, and drops one of constant zeros (seed 3592493969: +0.0 scatter-added
+        # -0.0 gave -0.0, IEEE +0.0).
+        if constant_src:
+            src = hlo.hidden_from_folding(src)
+        if constant_x:
+            x = hlo.hidden_from_folding(x)
     dims = _scatter_dims((), range(rank), range(rank), rank)
     result = _scatter(wide, x, vectors, src, dims, "add")
     return hlo.convert(result, wide, out.dtype)

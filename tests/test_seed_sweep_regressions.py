@@ -560,3 +560,14 @@ def test_scatter_add_onto_a_constant_zero_adds_a_negative_zero_update(captured):
     )
     assert not np.signbit(run_compiled(OPS["scatter_add"], sample)).any()
     check_op(OPS["scatter_add"], sample)
+
+
+def test_the_compiled_gradient_at_a_subnormal_python_scalar_may_see_it_flushed():
+    """Seed 2198290105 (ci): minimum(x, -9.2e-41) with x = +0.0: XLA:CPU flushes the literal
+    where it meets the run-time x, so they tie and the gradient goes to x (w), where NumPy's
+    eager gradient goes to the scalar (0). The compiled-gradient check also accepts the eager
+    gradient with the subnormal scalar flushed (this fails without it)."""
+    from hlotrace.testing.gradcheck import check_compiled_grad
+
+    x = np.array([[-0.0, -9.1875, np.nan, 6.25, 0.0], [2.125, 4.59375, 0.99609375, 8.6875, np.nan]], BF16)
+    assert check_compiled_grad(OPS["minimum"], _sample(x, -9.183549615799121e-41), np.random.default_rng(0))

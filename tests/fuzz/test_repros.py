@@ -74,7 +74,9 @@ EXPLAINED = {
     "argsort_of_tanh_near_tie": (None, "ill-conditioned"),
     # scatter_add of a constant 0.0 onto -0.0: XLA drops a scatter-add of zeros, so -0.0
     # stays (IEEE: -0.0 + 0.0 is +0.0); jax.jit does the same, with the update an argument not.
-    "scatter_add_of_zero_folded": (XLA_DISAGREEMENT, "the interpreter agrees with eager"),
+    # Since the seed sweep's scatter_add-float64 (seed 3592493969) scatter_add puts constant
+    # operands behind a barrier, as index_add does: the program now agrees.
+    "scatter_add_of_zero_folded": (AGREES, ""),
     # softplus(var(x, ddof=1)) of one element: var is 0 / 0 = NaN, and XLA:CPU's result of
     # the softplus after it changes from run to run of the same executable (0, -4.5e33, ...),
     # like exp_of_folded_nan.

@@ -132,10 +132,7 @@ def _scatter_add(ctx, x, index, src, *, axis):
         # As index_add's (below): XLA turns a scatter-add onto a constant zero operand into
         # its updates, and drops one of constant zeros (seed 3592493969: +0.0 scatter-added
         # -0.0 gave -0.0, IEEE +0.0).
-        if constant_src:
-            src = hlo.hidden_from_folding(src)
-        if constant_x:
-            x = hlo.hidden_from_folding(x)
+        src, x = (hlo.hidden_from_folding(v) if hidden else v for v, hidden in ((src, constant_src), (x, constant_x)))
     dims = _scatter_dims((), range(rank), range(rank), rank)
     result = _scatter(wide, x, vectors, src, dims, "add")
     return hlo.convert(result, wide, out.dtype)

@@ -26,6 +26,7 @@ from hlotrace.distributed.mesh import NamedSharding
 from hlotrace.distributed.placement import registered, runtime_sharding, set_placement, sharding_of
 from hlotrace.errors import TraceError
 from hlotrace.tensor import Tensor
+from hlotrace.versions import VERSIONS
 
 MESH_SYMBOL = "mesh"
 # Op families whose operands keep their spatial dimensions (2 and up) whole on a mesh.
@@ -129,8 +130,6 @@ def prepare(inputs, holders=()):
     if not any(own) and not any(grads):
         return None
     if holders:
-        from hlotrace.versions import VERSIONS
-
         seen = (tuple(map(id, holders)), VERSIONS.structure, hooks.placements)
         if _INHERITED[0] != seen:
             if _inherit_optimizer_state(holders):

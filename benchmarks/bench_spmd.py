@@ -102,14 +102,12 @@ def _mlp_pair(devices):
 
     jax, replicated, split = _jax_shardings(devices)
     jstep = bench_train._jax_step()
-    put = lambda a: jax.device_put(a, replicated)  # noqa: E731
-    params = tuple(tuple(put(a) for a in layer) for layer in weights)
-    zeros = lambda: tuple(tuple(put(np.zeros_like(a)) for a in layer) for layer in weights)  # noqa: E731
-    state = {"j": (params, zeros(), zeros(), put(np.float32(0.0)))}
-    jlr, jx, jy = put(np.float32(bench_train.LR)), jax.device_put(x_np, split), jax.device_put(y_np, split)
+    jstate, jhyper = bench_train._jax_state(weights, lambda a: jax.device_put(a, replicated))
+    state = {"j": jstate}
+    jx, jy = jax.device_put(x_np, split), jax.device_put(y_np, split)
 
     def jax_call():
-        loss, *rest = jstep(*state["j"], jlr, jx, jy)
+        loss, *rest = jstep(*state["j"], jhyper, jx, jy)
         state["j"] = tuple(rest)
         return loss.block_until_ready()
 

@@ -121,6 +121,16 @@ def _jax_step():
     return jax.jit(step, donate_argnums=(0, 1, 2, 3))
 
 
+def _jax_state(weights, put):
+    """(params, m, v, t) and the hyper-parameters for :func:`_jax_step`, from the layers'
+    ``(weight, bias)`` host arrays, every array placed by ``put``."""
+    params = tuple(tuple(put(a) for a in layer) for layer in weights)
+    zeros = lambda: tuple(tuple(put(np.zeros_like(a)) for a in layer) for layer in weights)  # noqa: E731
+    counts = tuple(tuple(put(np.float32(0.0)) for _ in layer) for layer in weights)
+    hyper = tuple(put(np.float32(h)) for h in (LR, *BETAS, EPS, WD))
+    return (params, zeros(), zeros(), counts), hyper
+
+
 def _process_cpu_paired_ratio(ours, peer, rounds: int, number: int = 8) -> float:
     """Median over ``rounds`` alternating loop pairs of ours/peer in process CPU time (every
     thread of this process, XLA's workers included): the work a step costs, blind to the
@@ -169,13 +179,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     jstep = _jax_step()
     device = jax.devices()[0]
-    jparams = tuple(tuple(jax.device_put(a, device) for a in layer) for layer in weights)
-    jm = tuple(tuple(jax.numpy.zeros_like(a) for a in layer) for layer in jparams)
-    jv = tuple(tuple(jax.numpy.zeros_like(a) for a in layer) for layer in jparams)
-    jt = tuple(tuple(jax.device_put(np.float32(0.0), device) for _ in layer) for layer in jparams)
-    jhyper = tuple(jax.device_put(np.float32(h), device) for h in (LR, *BETAS, EPS, WD))
+    jstate, jhyper = _jax_state(weights, lambda a: jax.device_put(a, device))
     jx, jy = jax.device_put(x_np, device), jax.device_put(y_np, device)
-    state = {"j": (jparams, jm, jv, jt)}
+    state = {"j": jstate}
 
     def jax_call():
         loss, *rest = jstep(*state["j"], jhyper, jx, jy)

@@ -77,7 +77,7 @@ def _one_mesh(inputs, own, grads):
                 continue
             if mesh is None:
                 mesh, first = sharding.mesh, (i, is_grad)
-            elif sharding.mesh != mesh:
+            elif sharding.mesh is not mesh and sharding.mesh != mesh:  # `is`: no __eq__ on the hot path
 
                 def what(i, is_grad):
                     return ("the .grad of " if is_grad else "") + _describe(i, inputs[i])

@@ -68,8 +68,8 @@ MUTANTS = [
     Mutant(
         id="two-meshes-compared-by-shape",
         file=COMPILE,
-        find="            elif sharding.mesh != mesh:\n",
-        replace="            elif sharding.mesh.shape != mesh.shape:\n",
+        find="            elif sharding.mesh is not mesh and sharding.mesh != mesh:  # `is`: no __eq__ on the hot path\n",
+        replace="            elif sharding.mesh is not mesh and sharding.mesh.shape != mesh.shape:\n",
         why="inputs on two meshes of the same shape (other devices) are taken as one mesh",
     ),
     Mutant(

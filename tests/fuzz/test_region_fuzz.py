@@ -1,7 +1,7 @@
 """The fuzzer generates programs with control flow (issue 22): switch, scan and while_loop
 records of several outputs whose regions are drawn from the run's ops, checked by every
 oracle (eager, compiled, passes, the interpreter, the float64 judge), and shrunk by
-removing a region record whole (nothing inside a region is shrunk)."""
+removing a region record whole or, inside a switch's or scan's regions, their records."""
 
 from __future__ import annotations
 
@@ -62,7 +62,13 @@ def wrong_tanh():
     RULES["tanh"] = saved
 
 
-def test_a_wrong_rule_inside_a_body_is_found_and_shrunk_keeping_the_region_whole(wrong_tanh, tmp_path):
+def _region_ops(program) -> list[list[str]]:
+    from hlotrace.testing.fuzz.shrink import _region_slots
+
+    return [[x.op for x in region.records] for r in program.trace.records for _, _, region in _region_slots(r.attrs)]
+
+
+def test_a_wrong_rule_inside_a_body_is_found_and_shrunk_inside_its_region(wrong_tanh, tmp_path):
     program = next(
         p for p in _with_regions(range(300, 340), ["scan", "while_loop", "switch", "add"])
         if any(len(r.outputs) > 1 for r in p.trace.records)
@@ -72,6 +78,10 @@ def test_a_wrong_rule_inside_a_body_is_found_and_shrunk_keeping_the_region_whole
     small, found, _ = shrink(program, findings[0], Oracles(passes=()))
     assert found.kind == RULE_BUG and len(small.trace.records) <= len(program.trace.records)
     assert any(r.op in ("scan", "while_loop", "switch") for r in small.trace.records)
+    # Inside the regions too (switch and scan): only the wrong op is left, e.g. a switch of
+    # branches [tanh], [], [] from one of [add, tanh, add, tanh], [add, tanh] * 5, ...
+    regions = _region_ops(small)
+    assert ["tanh"] in regions and all(ops in ([], ["tanh"]) for ops in regions), regions
     path = tmp_path / "repro.trace.json"
     small.save(path)
     loaded = Program.load(path)

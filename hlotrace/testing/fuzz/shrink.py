@@ -8,7 +8,11 @@ same class of disagreement from the same oracle and no new NaN or infinity appea
      shapes and dtypes allow) one of its own operands;
   3. turn an input into a constant;
   4. shrink shapes (before turning inputs into constants, which XLA may fold): cut an input or constant along one dimension (to 1, then to half), the
-     shapes of every later value inferred again.
+     shapes of every later value inferred again;
+  5. inside the regions of a switch or scan record (after step 2 failed to drop it whole):
+     bypass a region record (its uses read one of its operands of the same shape and dtype),
+     dropping what no region result needs. A while loop's regions are left alone: a
+     bypassed step of its body or condition may keep it from ever ending.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 from hlotrace.testing.fuzz.evaluate import evaluate, is_float
 from hlotrace.testing.fuzz.oracles import Finding, Oracles, check
 from hlotrace.testing.fuzz.program import Program, compact, replace_by_value, replace_by_values, retyped, slice_to
+from hlotrace.trace import Region
 
 MAX_CHECKS = 400
 
@@ -97,7 +102,14 @@ class Shrinker:
         progress = True
         while progress and self.checks < self.max_checks:
             progress = False
-            for step in (self._earlier_outputs, self._delete_records, self._smaller_shapes, self._inputs_to_constants):
+            steps = (
+                self._earlier_outputs,
+                self._delete_records,
+                self._smaller_regions,
+                self._smaller_shapes,
+                self._inputs_to_constants,
+            )
+            for step in steps:
                 result = step(best, output)
                 if result is not None:
                     best, finding = result
@@ -140,6 +152,20 @@ class Shrinker:
                 return result
         return None
 
+    def _smaller_regions(self, program: Program, output):
+        for index, record in enumerate(program.trace.records):
+            if record.op not in SHRUNK_REGIONS:
+                continue
+            for key, path, region in _region_slots(record.attrs):
+                candidates = (
+                    _with_record(program, index, _with_region(record, key, path, smaller))
+                    for smaller in _bypassed(region)
+                )
+                result = self._try(candidates, output)
+                if result:
+                    return result
+        return None
+
     def _inputs_to_constants(self, program: Program, output):
         for var_id, value in zip(program.trace.inputs, program.inputs, strict=True):
             result = self._try([replace_by_value(program, var_id, value, as_constant=True)], output)
@@ -180,6 +206,60 @@ def _bypass(program: Program, out_id: int, operand: int) -> Program:
     outputs = [operand if v == out_id else v for v in trace.outputs]
     new = dataclasses.replace(trace, records=records, outputs=outputs, backward=set(), scopes={}, paths={})
     return compact(dataclasses.replace(program, trace=slice_to(new, outputs)))
+
+
+# Control-flow ops whose regions the shrinker edits (they run a bounded number of times).
+SHRUNK_REGIONS = ("switch", "scan")
+
+
+def _region_slots(attrs: dict):
+    """``(key, position in the tuple or None, Region)`` for every region among ``attrs``."""
+    for key in sorted(attrs):
+        value = attrs[key]
+        if isinstance(value, Region):
+            yield key, None, value
+        elif isinstance(value, tuple):
+            for position, item in enumerate(value):
+                if isinstance(item, Region):
+                    yield key, position, item
+
+
+def _with_region(record, key: str, position: int | None, region: Region):
+    value = (
+        region if position is None else tuple(region if i == position else v for i, v in enumerate(record.attrs[key]))
+    )
+    return dataclasses.replace(record, attrs={**record.attrs, key: value})
+
+
+def _with_record(program: Program, index: int, record) -> Program:
+    trace = program.trace
+    records = [record if i == index else r for i, r in enumerate(trace.records)]
+    new = dataclasses.replace(trace, records=records, backward=set(), scopes={}, paths={})
+    return compact(dataclasses.replace(program, trace=new))
+
+
+def _bypassed(region: Region):
+    """The regions with one of ``region``'s one-output records bypassed (its uses read an
+    operand of the same aval instead), and what then feeds no result dropped."""
+    table = region.table
+    for record in region.records:
+        if len(record.outputs) != 1:
+            continue
+        (out,) = record.outputs
+        for operand in dict.fromkeys(record.inputs):
+            if table.aval(operand) != table.aval(out):
+                continue
+            swap = lambda v: operand if v == out else v  # noqa: E731
+            records = [
+                dataclasses.replace(r, inputs=tuple(map(swap, r.inputs))) for r in region.records if r is not record
+            ]
+            results = tuple(map(swap, region.results))
+            needed, kept = set(results), []
+            for r in reversed(records):
+                if needed.intersection(r.outputs):
+                    needed.update(r.inputs)
+                    kept.append(r)
+            yield Region(region.params, kept[::-1], results, table)
 
 
 def describe(program: Program, finding: Finding) -> str:

@@ -37,8 +37,9 @@ CURRENT: contextvars.ContextVar = contextvars.ContextVar("hlotrace_spmd_plan", d
 
 
 def _inherit_optimizer_state(holders) -> bool:
-    """Optimizer state tensors of a placed parameter take its placement (once); whether
-    any did now."""
+    """Optimizer state tensors of a placed parameter take its placement (replicated on its
+    mesh for a step count, and a group's hyper tensors on its parameters' mesh), and follow
+    it when the parameter is re-placed; whether any changed now."""
     changed = False
     for holder in holders:
         per_param = getattr(holder, "state", None)
@@ -49,10 +50,36 @@ def _inherit_optimizer_state(holders) -> bool:
             if sharding is None or not isinstance(tensors, dict):
                 continue
             for t in tensors.values():
-                if isinstance(t, Tensor) and t.shape == param.shape and registered(t) is None:
-                    set_placement(t, sharding)
-                    changed = True
+                if isinstance(t, Tensor):
+                    # State of the parameter's shape takes its placement, the rest (a step
+                    # count) is replicated on its mesh.
+                    changed |= _take(t, sharding if t.shape == param.shape else _replicated(sharding.mesh))
+        # A group's hyper tensors (lr, betas): replicated on its parameters' mesh.
+        for group, hyper in zip(holder.param_groups, getattr(holder, "_hyper", ()), strict=False):
+            mesh = next((s.mesh for s in map(sharding_of, group["params"]) if s is not None), None)
+            if mesh is not None:
+                for t in hyper.values():
+                    changed |= _take(t, _replicated(mesh))
     return changed
+
+
+def _take(tensor, wanted: NamedSharding) -> bool:
+    """Place optimizer-held ``tensor`` as ``wanted`` (again, when its parameter was re-placed
+    since); whether it changed."""
+    if registered(tensor) != wanted:
+        set_placement(tensor, wanted)
+        return True
+    return False
+
+
+def _replicated(mesh) -> NamedSharding:
+    found = _REPLICATED.get(mesh)
+    if found is None:
+        found = _REPLICATED[mesh] = NamedSharding(mesh)
+    return found
+
+
+_REPLICATED: dict = {}
 
 
 def _placements(inputs):

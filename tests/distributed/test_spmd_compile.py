@@ -191,6 +191,33 @@ def test_optimizer_state_made_before_its_parameters_were_placed_takes_their_plac
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
 
 
+def test_optimizer_state_follows_its_parameters_when_they_are_placed_again(devices):
+    """Optimizer state that took its parameters' placement follows them onto another mesh:
+    the moments (they kept the old placement), the step counts and hyper tensors (replicated
+    on the old mesh, the next call was a TraceError naming two meshes)."""
+    first, second = _mesh(devices[:4], (4,)), _mesh(devices[4:], (2, 2), ("data", "model"))
+    ref, par = _setup(), _setup()
+    one, many = xla_trace(_step), xla_trace(_step)
+    dist.shard_module(par[0], first, {"*": dist.P("data")})
+    batches = _batches(6)
+    for index, (x, y) in enumerate(batches):
+        if index == 3:
+            dist.shard_module(par[0], second, {"*": dist.P("data")})
+        mesh = first if index < 3 else second
+        expected = one(ht.tensor(x), ht.tensor(y), *ref)
+        loss = many(
+            dist.shard(ht.tensor(x), mesh, dist.P("data")), dist.shard(ht.tensor(y), mesh, dist.P("data")), *par
+        )
+        np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-6)
+    for param, moments in par[1].state.items():
+        for name, t in moments.items():
+            want = dist.P("data") if t.shape == param.shape else dist.P()
+            assert t.sharding.mesh == second and t.sharding.spec == want, (name, t.sharding)
+    assert all(t.sharding.mesh == second for hyper in par[1]._hyper for t in hyper.values())
+    for a, b in zip(_state(*par[:2]), _state(*ref[:2]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
+
+
 def test_state_is_written_back_in_place_and_its_old_buffers_donated_on_a_mesh(devices):
     mesh = _mesh(devices, (2,))
     net, opt, gm = _setup()

@@ -73,6 +73,20 @@ MUTANTS = [
         why="inputs on two meshes of the same shape (other devices) are taken as one mesh",
     ),
     Mutant(
+        id="optimizer-state-placed-once",
+        file=COMPILE,
+        find="    if registered(tensor) != wanted:\n",
+        replace="    if registered(tensor) is None:\n",
+        why="optimizer state keeps its first placement when its parameter is re-placed (onto another mesh: a TraceError)",
+    ),
+    Mutant(
+        id="hyper-tensors-not-placed",
+        file=COMPILE,
+        find="            if mesh is not None:\n                for t in hyper.values():\n",
+        replace="            if False:\n                for t in hyper.values():\n",
+        why="an optimizer's hyper tensors stay on the mesh of the first call after the parameters move to another",
+    ),
+    Mutant(
         id="grad-not-placed-like-its-tensor",
         file=COMPILE,
         find="        grads.append(None if g is None else (sharding_of(g) or s))\n",

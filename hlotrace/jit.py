@@ -178,6 +178,7 @@ class TracedFunction:
                 break
         if _OVERRIDES:  # lowering.override(...) active: its rules are part of the program
             key.append(override_token())
+        placements = None
         if _spmd.active and (placements := _spmd.prepare(inputs, holders)) is not None:
             key.append(placements)  # inputs on a mesh (hlotrace.distributed)
         entry = self._cache.get(tuple(key))
@@ -200,6 +201,7 @@ class TracedFunction:
                 state.state_positions(len(leaves), num_state, slots),
                 snapshot,
                 pipeline,
+                placements,
             )
             self._signatures.append(signature)
             return result
@@ -209,7 +211,7 @@ class TracedFunction:
             snapshot.restore()
             raise
 
-    def _record_and_compile(self, key, args, kwargs, inputs, donatable, snapshot, pipeline):
+    def _record_and_compile(self, key, args, kwargs, inputs, donatable, snapshot, pipeline, placements=None):
         from hlotrace import lowering, passes, runtime
 
         name = getattr(self.fn, "__name__", "traced")
@@ -240,7 +242,9 @@ class TracedFunction:
             recorder.set_outputs(outputs)
         trace = recorder.trace
         late = tuple(recorder.late_inputs)
-        spmd = _spmd.active and _spmd.plan(trace, inputs, io, num_results)  # many devices, else None
+        # Many devices, else None: laid out as the inputs were when the call began (the
+        # eager recording may have changed them since: a .grad cleared by the optimizer).
+        spmd = placements is not None and _spmd.plan(trace, placements, io, num_results)
         lowered = lowering.lower_trace(
             trace,
             name=name,

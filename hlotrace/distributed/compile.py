@@ -257,16 +257,13 @@ class Plan:
             CURRENT.reset(token)
 
 
-def plan(trace, inputs, io, num_results: int):
-    """The Plan of a step just recorded, or None when no input is placed. The trace's
-    inputs are ``(*inputs, *grads of io.grad_inputs, *late inputs)``; its outputs the
-    function's results, then the state written back (``io``: hlotrace.compiled.StateIO)."""
-    if not hooks.active:
-        return None
-    part = prepare(inputs)
-    if part is None:
-        return None
-    mesh, in_dims, grad_dims = part
+def plan(trace, placements, io, num_results: int):
+    """The Plan of a step just recorded. ``placements``: what :func:`prepare` gave for its
+    inputs when the call began (before the eager recording could change them: an optimizer
+    clearing a ``.grad`` the step reads). The trace's inputs are ``(*inputs, *grads of
+    io.grad_inputs, *late inputs)``; its outputs the function's results, then the state
+    written back (``io``: hlotrace.compiled.StateIO)."""
+    mesh, in_dims, grad_dims = placements
     grad_inputs = io.grad_inputs if io is not None else ()
     dims = [*in_dims, *(grad_dims[i] for i in grad_inputs)]
     dims.extend(() for _ in range(len(trace.inputs) - len(dims)))  # late inputs: replicated

@@ -15,11 +15,12 @@ def prepare(inputs, holders=()):
     return prepare_inputs(inputs, holders)
 
 
-def plan(trace, inputs, io, num_results):
-    """The SPMD plan of a step just recorded, or None (see distributed.compile)."""
+def plan(trace, placements, io, num_results):
+    """The SPMD plan of a step just recorded from inputs whose placements (``prepare``'s,
+    when the call began) are ``placements`` (see distributed.compile)."""
     from hlotrace.distributed.compile import plan as make_plan
 
-    return make_plan(trace, inputs, io, num_results)
+    return make_plan(trace, placements, io, num_results)
 
 
 def placed(tensors) -> bool:

@@ -218,6 +218,26 @@ def test_optimizer_state_follows_its_parameters_when_they_are_placed_again(devic
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
 
 
+def test_a_grad_left_set_that_the_step_clears_is_laid_out_as_the_call_began(devices):
+    """The plan was made from the inputs after the eager first call, whose optimizer had
+    cleared the .grad the step reads: a TypeError inside compile.plan (fault-path tests
+    found it). It is made from the placements of when the call began."""
+    mesh = _mesh(devices, (2,))
+    ref, par = _setup(), _setup()
+    dist.shard_module(par[0], mesh, {"*": dist.P("data")})
+    for net in (ref[0], par[0]):  # a gradient left from an earlier backward
+        net.fc2.bias.grad = ht.tensor(np.full(net.fc2.bias.shape, 0.5, np.float32))
+    one, many = xla_trace(_step), xla_trace(_step)
+    for x, y in _batches():
+        expected = one(ht.tensor(x), ht.tensor(y), *ref)
+        loss = many(
+            dist.shard(ht.tensor(x), mesh, dist.P("data")), dist.shard(ht.tensor(y), mesh, dist.P("data")), *par
+        )
+        np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-6)
+    for a, b in zip(_state(*par[:2]), _state(*ref[:2]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
+
+
 def test_state_is_written_back_in_place_and_its_old_buffers_donated_on_a_mesh(devices):
     mesh = _mesh(devices, (2,))
     net, opt, gm = _setup()

@@ -571,3 +571,22 @@ def test_the_compiled_gradient_at_a_subnormal_python_scalar_may_see_it_flushed()
 
     x = np.array([[-0.0, -9.1875, np.nan, 6.25, 0.0], [2.125, 4.59375, 0.99609375, 8.6875, np.nan]], BF16)
     assert check_compiled_grad(OPS["minimum"], _sample(x, -9.183549615799121e-41), np.random.default_rng(0))
+
+
+def test_power_of_a_subnormal_python_scalar_base_is_not_compared():
+    """dev profile, seed 4264486348: power(1.166e-38, x) in bfloat16 (the base a Python
+    scalar, subnormal in bfloat16 and float32) is 4.9e27 at x = -0.613 compiled, 1.8e23 in
+    NumPy: XLA:CPU's power of a subnormal base is off whether the base is a literal or an
+    input. SUBNORMAL_INPUTS_UNCHECKED (power) leaves elements computed from a subnormal input
+    uncompared; a subnormal Python-scalar operand feeds every element (it was not counted)."""
+    from hlotrace.testing.tolerances import SUBNORMAL_INPUTS_UNCHECKED
+
+    x = np.array([[-0.613281, 2.0], [1.1663108012064884e-38, -0.0]], BF16)
+    sample = _sample(1.1663108012064884e-38, x)
+    compiled = run_compiled(OPS["power"], sample).astype(np.float64)
+    eager = run_eager(OPS["power"], sample).astype(np.float64)
+    assert compiled[0, 0] > 1e27 and eager[0, 0] < 1e24  # the disagreement itself
+    check_op(OPS["power"], sample)
+    assert "power" in SUBNORMAL_INPUTS_UNCHECKED
+    # A normal scalar base is still compared: power(0.5, x) agrees.
+    check_op(OPS["power"], _sample(0.5, x))

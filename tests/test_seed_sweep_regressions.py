@@ -590,3 +590,17 @@ def test_power_of_a_subnormal_python_scalar_base_is_not_compared():
     assert "power" in SUBNORMAL_INPUTS_UNCHECKED
     # A normal scalar base is still compared: power(0.5, x) agrees.
     check_op(OPS["power"], _sample(0.5, x))
+
+
+def test_a_bfloat16_subnormal_tested_against_zero_is_kept_where_a_float32_one_is_flushed():
+    """ci seed 3659024819: logical_xor(float32 1.1754942e-38, bfloat16 -9.18e-41) is True
+    compiled (XLA:CPU flushes the float32 subnormal where it tests it against zero, keeps
+    the bfloat16 one), False in NumPy with both kept or both flushed. The check accepts the
+    result with only the non-bfloat16 operands flushed."""
+    x = np.array([1.1754942e-38, 1.0, 0.0, 1.1754942e-38], np.float32)
+    y = np.array([-9.18355e-41, -9.18355e-41, -9.18355e-41, 1.0], BF16)
+    sample = _sample(x, y)
+    assert run_compiled(OPS["logical_xor"], sample).tolist() == [True, False, True, True]
+    assert run_eager(OPS["logical_xor"], sample).tolist() == [False, False, True, False]
+    for name in ("logical_xor", "logical_and", "logical_or", "not_equal"):
+        check_op(OPS[name], sample)

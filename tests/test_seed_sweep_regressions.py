@@ -604,3 +604,15 @@ def test_a_bfloat16_subnormal_tested_against_zero_is_kept_where_a_float32_one_is
     assert run_eager(OPS["logical_xor"], sample).tolist() == [False, False, True, False]
     for name in ("logical_xor", "logical_and", "logical_or", "not_equal"):
         check_op(OPS[name], sample)
+
+
+def test_the_compiled_gradient_of_power_at_a_subnormal_scalar_base_is_taken_at_zero():
+    """ci seed 3965948841: the gradient of sum(w * power(1.166e-38, y)) for y = -0.77 in
+    bfloat16 is -3.1e36 compiled, -8.7e30 eager (XLA:CPU's power of a subnormal base, see
+    test_power_of_a_subnormal_python_scalar_base_is_not_compared). For the ops of
+    SUBNORMAL_INPUTS_UNCHECKED the compiled-gradient check flushes a subnormal Python-scalar
+    operand on both sides, as it does array operands."""
+    from hlotrace.testing.gradcheck import check_compiled_grad
+
+    sample = _sample(1.1663108012064884e-38, np.array([-0.0, 1.1663108012064884e-38, -0.76953125], BF16))
+    assert check_compiled_grad(OPS["power"], sample, np.random.default_rng(0))

@@ -29,6 +29,7 @@ from hlotrace.testing.sampling import OpSample
 from hlotrace.testing.tolerances import (
     CANCELLING_GRADIENTS,
     ROUNDED_PRODUCT_GRADIENTS,
+    SUBNORMAL_INPUTS_UNCHECKED,
     Tolerance,
     assert_close,
     cancellation_atol,
@@ -201,6 +202,11 @@ def check_compiled_grad(op: OpDef, sample: OpSample, rng: np.random.Generator) -
         k: float(np.copysign(0.0, v)) if isinstance(v, float) and 0 < abs(v) < tiny else v
         for k, v in sample.attrs.items()
     }
+    if op.name in SUBNORMAL_INPUTS_UNCHECKED:
+        # Ops XLA:CPU computes wrongly from a subnormal operand (the tolerance table) are
+        # differentiated at the flushed value, like array operands above: power(1.166e-38, y)
+        # with the base a Python scalar is 1e4 times NumPy's (ci seed 3965948841).
+        args = [float(np.copysign(0.0, a)) if isinstance(a, float) and 0 < abs(a) < tiny else a for a in args]
     probe = apply(op, *_operands(args), **attrs)
     if not dt.is_floating(probe.dtype):
         return False

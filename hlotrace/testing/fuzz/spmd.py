@@ -169,6 +169,7 @@ def run_on_mesh(program, layout: Layout, platform: str) -> list[np.ndarray]:
     import hlotrace.distributed as dist
     from hlotrace import runtime
     from hlotrace.distributed.compile import plan as make_plan
+    from hlotrace.distributed.compile import prepare
     from hlotrace.distributed.mesh import spec_from_dims
     from hlotrace.lowering import lower_trace
     from hlotrace.tensor import Tensor
@@ -180,7 +181,7 @@ def run_on_mesh(program, layout: Layout, platform: str) -> list[np.ndarray]:
     for var_id, value in zip(trace.inputs, program.inputs, strict=True):
         spec = spec_from_dims(layout.fitted(program, var_id))
         tensors.append(dist.shard(Tensor._from_array(np.array(value), checked=True), mesh, spec))
-    spmd = make_plan(trace, tensors, None, len(trace.outputs))
+    spmd = make_plan(trace, prepare(tensors), None, len(trace.outputs))
     lowered = lower_trace(trace, spmd=spmd, platform=platform)
     exe = runtime.compile(lowered.text(), lowered.in_avals, lowered.out_avals, spmd=spmd)
     return [np.asarray(b) for b in exe.run([t._device for t in tensors])]

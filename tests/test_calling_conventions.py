@@ -261,6 +261,17 @@ def _run(convention: str, mode: str, make_opt):
     return world, losses, step
 
 
+def assert_same_values(actual: dict, expected: dict, what: str) -> None:
+    """``World.values()`` of two runs agree: every parameter, optimizer state tensor and
+    ``.grad`` within ``STEP_TOLERANCE``, a ``.grad`` set in both or in neither."""
+    assert sorted(actual) == sorted(expected)
+    for name in expected:
+        if expected[name] is None or actual[name] is None:
+            assert actual[name] is None and expected[name] is None, f"{name}: .grad set in one run only"
+            continue
+        assert_close(actual[name], expected[name], STEP_TOLERANCE, what=f"{what}: {name}")
+
+
 @pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
 @pytest.mark.parametrize("mode", ["xla", "partial"])
 @pytest.mark.parametrize("convention", sorted(CONVENTIONS))
@@ -276,13 +287,8 @@ def test_step_matches_eager(convention, mode, opt_name):
         # opt-subset: fc2's .grad is unset on the first call, set on the later ones (another
         # input signature, compiled once); every other convention compiles once.
         assert step.cache_size == (2 if convention == "opt-subset" else 1), "a call recompiled"
-    expected, actual = eager.values(), world.values()
-    assert sorted(actual) == sorted(expected)
-    for name in expected:
-        if expected[name] is None or actual[name] is None:
-            assert actual[name] is None and expected[name] is None, f"{name}: .grad set in one run only"
-            continue
-        assert_close(actual[name], expected[name], STEP_TOLERANCE, what=f"{convention}/{mode}/{opt_name}: {name}")
+    actual = world.values()
+    assert_same_values(actual, eager.values(), f"{convention}/{mode}/{opt_name}")
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
     # The step trained: every parameter an optimizer holds moved away from its initial value.
     initial = World(make_opt, **CONVENTIONS[convention][0]).values()

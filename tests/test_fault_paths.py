@@ -152,6 +152,23 @@ def rejected_by_xla():
 FAULTS = ["exception-after-backward", "keyboard-interrupt", "compile-failure", "bad-later-argument"]
 
 
+def failing_step(fault: str, wrap, request):
+    """(the traced step that fails with ``fault``, the exception it raises) for the faults
+    that strike inside a call: an exception after backward, Ctrl-C, a compile failure."""
+    if fault == "exception-after-backward":
+        return xla_trace(wrap(raising_after_backward)[0]), UserCodeFailed
+    if fault == "keyboard-interrupt":
+        return xla_trace(wrap(interrupted)[0]), KeyboardInterrupt
+    op = request.getfixturevalue("rejected_by_xla")
+
+    def rejected_body(x, net, gm, opt):
+        loss = F.mean(F.square(apply(op, net(x))))
+        _train(gm, opt, loss)
+        return loss
+
+    return xla_trace(wrap(rejected_body)[0]), Exception
+
+
 @pytest.mark.parametrize("convention", sorted(CONVENTIONS))
 @pytest.mark.parametrize("fault", FAULTS)
 def test_a_failed_call_leaves_every_tensor_as_it_was(fault, convention, request):
@@ -169,19 +186,7 @@ def test_a_failed_call_leaves_every_tensor_as_it_was(fault, convention, request)
         with pytest.raises(HlotraceError, match="matmul"):
             call(good, world, _batch(2, features=3, dtype="float64"))
     else:
-        if fault == "exception-after-backward":
-            failing, expected = xla_trace(wrap(raising_after_backward)[0]), UserCodeFailed
-        elif fault == "keyboard-interrupt":
-            failing, expected = xla_trace(wrap(interrupted)[0]), KeyboardInterrupt
-        else:
-            op = request.getfixturevalue("rejected_by_xla")
-
-            def rejected_body(x, net, gm, opt):
-                loss = F.mean(F.square(apply(op, net(x))))
-                _train(gm, opt, loss)
-                return loss
-
-            failing, expected = xla_trace(wrap(rejected_body)[0]), Exception
+        failing, expected = failing_step(fault, wrap, request)
         with pytest.raises(expected) as info:
             call(failing, world, _batch(0))
         if fault == "compile-failure":

@@ -53,13 +53,13 @@ def _inherit_optimizer_state(holders) -> bool:
                 if isinstance(t, Tensor):
                     # State of the parameter's shape takes its placement, the rest (a step
                     # count) is replicated on its mesh.
-                    changed |= _take(t, sharding if t.shape == param.shape else _replicated(sharding.mesh))
+                    changed |= _take(t, sharding if t.shape == param.shape else NamedSharding(sharding.mesh))
         # A group's hyper tensors (lr, betas): replicated on its parameters' mesh.
         for group, hyper in zip(holder.param_groups, getattr(holder, "_hyper", ()), strict=False):
             mesh = next((s.mesh for s in map(sharding_of, group["params"]) if s is not None), None)
             if mesh is not None:
                 for t in hyper.values():
-                    changed |= _take(t, _replicated(mesh))
+                    changed |= _take(t, NamedSharding(mesh))
     return changed
 
 
@@ -70,16 +70,6 @@ def _take(tensor, wanted: NamedSharding) -> bool:
         set_placement(tensor, wanted)
         return True
     return False
-
-
-def _replicated(mesh) -> NamedSharding:
-    found = _REPLICATED.get(mesh)
-    if found is None:
-        found = _REPLICATED[mesh] = NamedSharding(mesh)
-    return found
-
-
-_REPLICATED: dict = {}
 
 
 def _placements(inputs):

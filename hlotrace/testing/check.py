@@ -82,20 +82,17 @@ def _flush(value):
     return value
 
 
-def _flush_at_float32(value):
-    """``value`` with the subnormals XLA:CPU's float32 arithmetic flushes: a float16
-    subnormal widened to float32 is normal and kept, a bfloat16 or float32 one is flushed."""
-    if isinstance(value, np.ndarray) and value.dtype == np.float16:
-        return value
-    return _flush(value)
+def _flush_but(*kept_dtypes):
+    """A flush that keeps arrays of ``kept_dtypes`` as they are. XLA:CPU computes float16 in
+    float32, where its subnormals are normal (kept; a bfloat16 or float32 one is flushed), and
+    tests a bfloat16 subnormal against zero without flushing it (see check_op)."""
 
+    def flush(value):
+        if isinstance(value, np.ndarray) and value.dtype in kept_dtypes:
+            return value
+        return _flush(value)
 
-def _flush_but_bfloat16(value):
-    """``value`` flushed unless it is a bfloat16 array: XLA:CPU tests a bfloat16 subnormal
-    against zero without flushing it, a float32 one flushed (see check_op)."""
-    if isinstance(value, np.ndarray) and value.dtype == dt.bfloat16:
-        return value
-    return _flush(value)
+    return flush
 
 
 def _flushed(sample: OpSample, positions=None, flush=_flush) -> OpSample | None:
@@ -167,14 +164,14 @@ def check_op(op: OpDef, sample: OpSample, platform: str | None = None) -> None:
             alternatives.append(flush_subnormals(run_eager(op, only_arrays)))
     if flushed is not None and any(isinstance(a, np.ndarray) and a.dtype == np.float16 for a in sample.args):
         # float16 operands are computed in float32, where their subnormals are normal.
-        widened = _flushed(sample, flush=_flush_at_float32)
+        widened = _flushed(sample, flush=_flush_but(dt.float16))
         alternatives.append(flush_subnormals(run_eager(op, widened if widened is not None else sample)))
     if flushed is not None and any(isinstance(a, np.ndarray) and a.dtype == dt.bfloat16 for a in sample.args):
         # XLA:CPU's test of a bfloat16 subnormal against zero keeps it (a compare, logical
         # ops' truth value), while a float32 operand's is flushed: seed 3659024819,
         # logical_xor(float32 1.1754942e-38, bfloat16 -9.18e-41) is True compiled, False in
         # NumPy with both kept or both flushed.
-        kept = _flushed(sample, flush=_flush_but_bfloat16)
+        kept = _flushed(sample, flush=_flush_but(dt.bfloat16))
         alternatives.append(flush_subnormals(run_eager(op, kept if kept is not None else sample)))
     if op.name in RECIPROCAL_FLUSHED and (product := flushed_reciprocal_product(sample, expected)) is not None:
         alternatives.append(product)  # only where 1 / y is subnormal (see the table)

@@ -187,6 +187,12 @@ def _compiled_tolerance(op: OpDef, dtype: np.dtype) -> Tolerance:
     return Tolerance(base.rtol * 8, base.atol * 8, "backward of " + base.reason, signed_zeros=False)
 
 
+def _flush_scalar(value, tiny: float):
+    """A Python float below ``tiny`` (the smallest normal) as a zero of its sign; anything
+    else as it is (the same object)."""
+    return float(np.copysign(0.0, value)) if isinstance(value, float) and 0 < abs(value) < tiny else value
+
+
 def check_compiled_grad(op: OpDef, sample: OpSample, rng: np.random.Generator) -> bool:
     """Assert ``xla_trace(grad(f))`` equals eager ``grad(f)``; False when nothing is differentiable."""
     from hlotrace.jit import xla_trace
@@ -198,15 +204,12 @@ def check_compiled_grad(op: OpDef, sample: OpSample, rng: np.random.Generator) -
     # XLA:CPU flushes a subnormal float attribute too (a clip bound of -5e-324 compares as
     # -0.0: clip's compiled gradient under seed 3067397598), so the eager side gets it flushed.
     tiny = float(ml_dtypes.finfo(sample.args[positions[0]].dtype).smallest_normal)
-    attrs = {
-        k: float(np.copysign(0.0, v)) if isinstance(v, float) and 0 < abs(v) < tiny else v
-        for k, v in sample.attrs.items()
-    }
+    attrs = {k: _flush_scalar(v, tiny) for k, v in sample.attrs.items()}
     if op.name in SUBNORMAL_INPUTS_UNCHECKED:
         # Ops XLA:CPU computes wrongly from a subnormal operand (the tolerance table) are
         # differentiated at the flushed value, like array operands above: power(1.166e-38, y)
         # with the base a Python scalar is 1e4 times NumPy's (ci seed 3965948841).
-        args = [float(np.copysign(0.0, a)) if isinstance(a, float) and 0 < abs(a) < tiny else a for a in args]
+        args = [_flush_scalar(a, tiny) for a in args]
     probe = apply(op, *_operands(args), **attrs)
     if not dt.is_floating(probe.dtype):
         return False
@@ -230,7 +233,7 @@ def check_compiled_grad(op: OpDef, sample: OpSample, rng: np.random.Generator) -
     # A subnormal Python-scalar operand is a literal XLA:CPU flushes where it meets a run-time
     # value (minimum(x, -9.2e-41) ties with x = +0.0 and the gradient goes to x: seed
     # 2198290105): the eager gradient with it flushed is accepted too.
-    flushed = [float(np.copysign(0.0, a)) if isinstance(a, float) and 0 < abs(a) < tiny else a for a in args]
+    flushed = [_flush_scalar(a, tiny) for a in args]
     alternatives = []
     if any(a is not b for a, b in zip(flushed, args, strict=True)):
         alternatives = grad(make_loss(flushed), argnums=tuple(range(len(positions))))(*inputs)

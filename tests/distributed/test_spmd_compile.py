@@ -136,12 +136,10 @@ def _batches(n=3):
     ]
 
 
-@pytest.mark.parametrize("mode", ["data_parallel", "fsdp"])
-def test_training_steps_on_a_mesh_equal_the_one_device_steps(devices, mode):
-    mesh = _mesh(devices, (4,))
-    ref, par = _setup(), _setup()
-    if mode == "fsdp":  # parameters (and so the optimizer state) split over the data axis
-        dist.shard_module(par[0], mesh, {"*": dist.P("data")})
+def _train_alike(mesh, ref, par, state_every_step=False):
+    """Train ``ref`` on one device and ``par`` with its batches split over "data" on
+    ``mesh`` (``_batches()``, both compiled): equal losses every step, equal optimizer state
+    at the end (or after every step). Returns the two traced steps."""
     one, many = xla_trace(_step), xla_trace(_step)
     for x, y in _batches():
         expected = one(ht.tensor(x), ht.tensor(y), *ref)
@@ -149,8 +147,25 @@ def test_training_steps_on_a_mesh_equal_the_one_device_steps(devices, mode):
             dist.shard(ht.tensor(x), mesh, dist.P("data")), dist.shard(ht.tensor(y), mesh, dist.P("data")), *par
         )
         np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-6)
-        for a, b in zip(_state(*par[:2]), _state(*ref[:2]), strict=True):
-            np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
+        if state_every_step:
+            _assert_same_state(par, ref)
+    if not state_every_step:
+        _assert_same_state(par, ref)
+    return one, many
+
+
+def _assert_same_state(par, ref):
+    for a, b in zip(_state(*par[:2]), _state(*ref[:2]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["data_parallel", "fsdp"])
+def test_training_steps_on_a_mesh_equal_the_one_device_steps(devices, mode):
+    mesh = _mesh(devices, (4,))
+    ref, par = _setup(), _setup()
+    if mode == "fsdp":  # parameters (and so the optimizer state) split over the data axis
+        dist.shard_module(par[0], mesh, {"*": dist.P("data")})
+    one, many = _train_alike(mesh, ref, par, state_every_step=True)
     assert many.cache_size == 1
     hlo = many.executable.hlo_text()
     assert "all-reduce" in hlo  # the gradient reduction XLA inserted
@@ -227,15 +242,7 @@ def test_a_grad_left_set_that_the_step_clears_is_laid_out_as_the_call_began(devi
     dist.shard_module(par[0], mesh, {"*": dist.P("data")})
     for net in (ref[0], par[0]):  # a gradient left from an earlier backward
         net.fc2.bias.grad = ht.tensor(np.full(net.fc2.bias.shape, 0.5, np.float32))
-    one, many = xla_trace(_step), xla_trace(_step)
-    for x, y in _batches():
-        expected = one(ht.tensor(x), ht.tensor(y), *ref)
-        loss = many(
-            dist.shard(ht.tensor(x), mesh, dist.P("data")), dist.shard(ht.tensor(y), mesh, dist.P("data")), *par
-        )
-        np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-6)
-    for a, b in zip(_state(*par[:2]), _state(*ref[:2]), strict=True):
-        np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
+    _train_alike(mesh, ref, par)
 
 
 def test_state_is_written_back_in_place_and_its_old_buffers_donated_on_a_mesh(devices):

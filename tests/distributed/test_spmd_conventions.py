@@ -28,10 +28,9 @@ import pytest
 import hlotrace as ht
 import hlotrace.distributed as dist
 from hlotrace.jit import partial_trace, xla_trace
-from hlotrace.testing.tolerances import assert_close
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_calling_conventions import CONVENTIONS, NAMES, OPTIMIZERS, REFUSED, STEP_TOLERANCE, STEPS, World, forward
+from test_calling_conventions import CONVENTIONS, NAMES, OPTIMIZERS, REFUSED, STEPS, World, assert_same_values, forward
 
 BATCH = 6  # divisible by the 3-device data axis (the one-device matrix uses 5)
 
@@ -64,13 +63,7 @@ def test_a_step_on_a_mesh_matches_eager(devices, convention, layout):
     mesh = dist.Mesh((3,), ("data",), devices=devices[:3])
     eager, eager_losses, _ = _run(convention, None, mesh)
     world, losses, step = _run(convention, layout, mesh)
-    expected, actual = eager.values(), world.values()
-    assert sorted(actual) == sorted(expected)
-    for name in expected:
-        if expected[name] is None or actual[name] is None:
-            assert actual[name] is None and expected[name] is None, f"{name}: .grad set in one run only"
-            continue
-        assert_close(actual[name], expected[name], STEP_TOLERANCE, what=f"{convention}/{layout}: {name}")
+    assert_same_values(world.values(), eager.values(), f"{convention}/{layout}")
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
     want = dist.P("data") if layout.startswith("fsdp") else dist.P()
     for name, p in zip(NAMES, world.params, strict=True):

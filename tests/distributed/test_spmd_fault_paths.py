@@ -18,24 +18,19 @@ import numpy as np
 import pytest
 
 import hlotrace.distributed as dist
-from hlotrace import F
 from hlotrace.errors import HlotraceError, TraceError
 from hlotrace.jit import xla_trace
-from hlotrace.ops.registry import apply
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_fault_paths import (
     CONVENTIONS,
     FAULTS,
-    UserCodeFailed,
     World,
     _assert_same,
     _assert_same_values,
     _batch,
-    _train,
-    interrupted,
+    failing_step,
     normal_body,
-    raising_after_backward,
     rejected_by_xla,  # noqa: F401  (a fixture)
 )
 
@@ -73,19 +68,7 @@ def test_a_failed_call_on_a_mesh_leaves_every_tensor_as_it_was(devices, fault, c
         with pytest.raises(TraceError, match="one mesh"):
             call(good, world, batch(2, on=other))
     else:
-        if fault == "exception-after-backward":
-            failing, expected = xla_trace(wrap(raising_after_backward)[0]), UserCodeFailed
-        elif fault == "keyboard-interrupt":
-            failing, expected = xla_trace(wrap(interrupted)[0]), KeyboardInterrupt
-        else:
-            op = request.getfixturevalue("rejected_by_xla")
-
-            def rejected_body(x, net, gm, opt):
-                loss = F.mean(F.square(apply(op, net(x))))
-                _train(gm, opt, loss)
-                return loss
-
-            failing, expected = xla_trace(wrap(rejected_body)[0]), Exception
+        failing, expected = failing_step(fault, wrap, request)
         with pytest.raises(expected):
             call(failing, world, batch(0))
     _assert_same(world.everything(), before)

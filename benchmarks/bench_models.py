@@ -151,7 +151,10 @@ def _jax_step(loss_fn):
 # -- one model's comparison ---------------------------------------------------------------
 
 
-def _compare(title, example, net, batch_np, loss_fn, repeat):
+def setup_pair(title, example, net, batch_np, loss_fn):
+    """hlotrace's compiled step and the jax.jit peer on the same weights, checked against each
+    other for three steps. Returns (hlotrace call, jax call, (opt, gm, batch)); each call
+    returns its loss without waiting for it."""
     import jax
 
     import hlotrace as ht
@@ -177,10 +180,13 @@ def _compare(title, example, net, batch_np, loss_fn, repeat):
     def jax_call():
         loss, *rest = jstep(*state["j"][:5], jlr, *jbatch)
         state["j"] = tuple(rest)
-        return loss.block_until_ready()
+        return loss
+
+    def hlotrace_call():
+        return step(*batch, net=net, opt=opt, gm=gm)
 
     for i in range(3):
-        lh = float(step(*batch, net=net, opt=opt, gm=gm))
+        lh = float(hlotrace_call())
         lj = float(jax_call())
         if not np.isclose(lh, lj, rtol=1e-4, atol=1e-5):
             raise AssertionError(f"{title} step {i}: hlotrace loss {lh} vs jax {lj}")
@@ -196,15 +202,22 @@ def _compare(title, example, net, batch_np, loss_fn, repeat):
         if not np.allclose(buf.numpy(), np.asarray(state["j"][1][name]), rtol=1e-4, atol=1e-5):
             raise AssertionError(f"{title}: buffer {name} differs after 3 steps")
     print(f"{title}: hlotrace compiled and jax.jit agree for 3 steps (losses, parameters, buffers)")
+    return hlotrace_call, jax_call, batch
 
+
+def _compare(title, example, net, batch_np, loss_fn, repeat):
+    from hlotrace import optim
+    from hlotrace.autodiff import GradManager
+
+    hlotrace_call, jax_call, batch = setup_pair(title, example, net, batch_np, loss_fn)
     eager_net = example_net_copy(net)
     eager_opt = optim.AdamW(eager_net.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
     eager_gm = GradManager().attach(eager_net.parameters())
     names = ("hlotrace compiled (xla_trace)", "jax.jit (donated)", "hlotrace eager")
     timings = compare(
         {
-            names[0]: lambda: step(*batch, net=net, opt=opt, gm=gm)._device.block_until_ready(),
-            names[1]: jax_call,
+            names[0]: lambda: hlotrace_call().block_until_ready(),
+            names[1]: lambda: jax_call().block_until_ready(),
             names[2]: lambda: example.train_step(*batch, net=eager_net, opt=eager_opt, gm=eager_gm).numpy(),
         },
         repeat=repeat,
@@ -232,12 +245,8 @@ def example_net_copy(net):
     return twin
 
 
-def main(argv: list[str] | None = None) -> dict:
-    argv = main_args(argv)
-    repeat = int_option(argv, "--repeat", REPEAT)
-    print_header(
-        "model training steps: CNN (digits) and causal transformer (copy task), AdamW", "benchmarks.bench_models", argv
-    )
+def model_cases() -> list[tuple]:
+    """(title, example module, model, batch arrays, jax loss) of the CNN and the transformer."""
     import jax
     import jax.numpy as jnp
     from jax import lax
@@ -249,13 +258,23 @@ def main(argv: list[str] | None = None) -> dict:
     nn.init.seed(0)
     images = rng.random((cnn.BATCH, 1, 8, 8)).astype(np.float32)
     labels = rng.integers(0, 10, cnn.BATCH).astype(np.int32)
-    r_cnn = _compare("CNN", cnn, cnn.ConvNet(), [images, labels], _cnn_loss(jax, jnp, lax), repeat)
-
+    cases = [("CNN", cnn, cnn.ConvNet(), [images, labels], _cnn_loss(jax, jnp, lax))]
     lm = load_example("train_transformer")
     nn.init.seed(0)
     net = lm.CopyLM()
-    seq = lm.sequences(rng, lm.BATCH)
-    r_lm = _compare("transformer", lm, net, [seq], _transformer_loss(jax, jnp, lm, heads=4), repeat)
+    cases.append(("transformer", lm, net, [lm.sequences(rng, lm.BATCH)], _transformer_loss(jax, jnp, lm, heads=4)))
+    return cases
+
+
+def main(argv: list[str] | None = None) -> dict:
+    argv = main_args(argv)
+    repeat = int_option(argv, "--repeat", REPEAT)
+    print_header(
+        "model training steps: CNN (digits) and causal transformer (copy task), AdamW", "benchmarks.bench_models", argv
+    )
+    (cnn, lm) = model_cases()
+    r_cnn = _compare(*cnn, repeat)
+    r_lm = _compare(*lm, repeat)
     worst = max(r_cnn["ratio"], r_lm["ratio"])
     return {
         "bench": "models",

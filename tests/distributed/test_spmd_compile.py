@@ -288,21 +288,3 @@ def test_gradients_of_placed_parameters_take_their_placement_and_accumulate_acro
     assert par[0].fc1.weight.grad.sharding.spec == dist.P("data")
     assert "sdy.sharding_constraint" in many.stablehlo_text
     assert many.cache_size == 2  # the first call had no .grad inputs, the later ones do
-
-
-@pytest.mark.parametrize("mode", ["data_parallel", "fsdp"])
-def test_a_one_device_mesh_trains_like_one_device(devices, mode):
-    """A mesh of one device (Mesh((1,), ...), e.g. one GPU): jaxlib's result handlers fail on
-    a one-partition executable, so its results are built from the shards (jaxlib_spmd)."""
-    mesh = _mesh(devices, (1,))
-    ref, par = _setup(), _setup()
-    dist.shard_module(par[0], mesh, {"*": dist.P("data") if mode == "fsdp" else dist.P()})
-    one, many = xla_trace(_step), xla_trace(_step)
-    for x, y in _batches():
-        expected = one(ht.tensor(x), ht.tensor(y), *ref)
-        loss = many(dist.shard(ht.tensor(x), mesh, dist.P("data")), ht.tensor(y), *par)
-        np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-6)
-        for a, b in zip(_state(*par[:2]), _state(*ref[:2]), strict=True):
-            np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
-    assert many.cache_size == 1
-    assert all(p.sharding.mesh == mesh for p in par[0].parameters())

@@ -53,7 +53,10 @@ def _placement(data, array, mesh):
     return data.draw(st.sampled_from(options))
 
 
-def _run(op, sample, tensors, positions):
+def run_sample(op, sample, tensors, positions, platform="cpu"):
+    """``op`` on ``sample`` with the tensors at ``positions`` replaced by ``tensors``,
+    compiled for ``platform`` (or for the mesh the tensors are placed on): its second call."""
+
     def program(*inputs):
         filled = list(sample.args)
         for position, tensor in zip(positions, inputs, strict=True):
@@ -61,7 +64,7 @@ def _run(op, sample, tensors, positions):
         return apply(op, *filled, **sample.attrs)
 
     program.__name__ = f"spmd_{op.name}"
-    traced = ht.xla_trace(program, platform="cpu")
+    traced = ht.xla_trace(program, platform=platform)
     traced(*tensors)
     out = traced(*tensors)
     assert traced.cache_size == 1
@@ -90,24 +93,31 @@ def test_an_op_on_a_mesh_gives_the_one_device_result(name, devices, hypothesis_b
         splittable = [m for m in meshes if any(n and n % min(m[0]) == 0 for a in arrays for n in a.shape)]
         shape, names = data.draw(st.sampled_from(splittable or meshes))
         mesh = dist.Mesh(shape, names, devices=devices[: int(np.prod(shape))])
-        expected = _run(op, sample, [ht.tensor(np.array(sample.args[i])) for i in positions], positions)
+        expected = run_sample(op, sample, [ht.tensor(np.array(sample.args[i])) for i in positions], positions)
         placed = [
             dist.shard(ht.tensor(np.array(sample.args[i])), mesh, _placement(data, sample.args[i], mesh))
             for i in positions
         ]
         try:
-            actual = _run(op, sample, placed, positions)
+            actual = run_sample(op, sample, placed, positions)
         except BackendError as exc:
             if "crashes the process" in str(exc):
                 return  # a module XLA's partitioner would die on, refused cleanly (runtime/spmd.py)
             raise
         if positions:
             assert actual.sharding is not None and actual.sharding.mesh == mesh
-        what = f"{name} on {mesh} with inputs {[t.sharding.spec for t in placed]}: {sample!r}"
-        if op.family in BITWISE_FAMILIES and name not in VECTOR_PATH_DEPENDENT:
-            assert_bitwise_equal([actual.numpy()], [expected.numpy()], what)
-        else:
-            tolerance = tolerance_for(name, expected.dtype)._replace(signed_zeros=False)
-            assert_close(actual.numpy(), expected.numpy(), tolerance, what=what)
+        assert_mesh_result(
+            op, actual, expected, f"{name} on {mesh} with inputs {[t.sharding.spec for t in placed]}: {sample!r}"
+        )
 
     run()
+
+
+def assert_mesh_result(op, actual, expected, what: str) -> None:
+    """A mesh's result against the one-device one: bitwise for elementwise ops, else within
+    the tolerance table, signs of zero not compared (see above)."""
+    if op.family in BITWISE_FAMILIES and op.name not in VECTOR_PATH_DEPENDENT:
+        assert_bitwise_equal([actual.numpy()], [expected.numpy()], what)
+    else:
+        tolerance = tolerance_for(op.name, expected.dtype)._replace(signed_zeros=False)
+        assert_close(actual.numpy(), expected.numpy(), tolerance, what=what)

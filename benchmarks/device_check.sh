@@ -15,7 +15,7 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 # Several pytest workers share the GPU: no worker may take most of its memory up front.
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 PY=${PYTHON:-python3}
-PARTS=${*:-env models profile mesh train ops}
+PARTS=${*:-env mesh models profile train ops}
 SUMMARY=()
 
 part() {  # part NAME SECONDS COMMAND...
@@ -32,7 +32,7 @@ part() {  # part NAME SECONDS COMMAND...
 for p in $PARTS; do
     case $p in
     env)
-        part env 60 bash -c "nvidia-smi -L; $PY -c 'import sys, jax, jaxlib, numpy, ml_dtypes, hypothesis; print(sys.version); print(\"jax\", jax.__version__, \"jaxlib\", jaxlib.__version__, \"numpy\", numpy.__version__, \"ml_dtypes\", ml_dtypes.__version__, \"hypothesis\", hypothesis.__version__); print(jax.devices())'; $PY -c 'import hlotrace.distributed as dist; from hlotrace import runtime; print(\"hlotrace platform:\", runtime.platform_name(), dist.devices())'"
+        part env 60 bash -c "nvidia-smi -L; $PY -c 'import sys, jax, jaxlib, numpy, ml_dtypes, hypothesis; print(sys.version); print(\"jax\", jax.__version__, \"jaxlib\", jaxlib.__version__, \"numpy\", numpy.__version__, \"ml_dtypes\", ml_dtypes.__version__, \"hypothesis\", hypothesis.__version__); print(jax.devices())'; $PY -c 'import hlotrace.distributed as dist; from hlotrace import runtime; print(\"hlotrace platform:\", runtime.platform_name(), dist.devices())'; $PY -m benchmarks.device_paths"
         ;;
     models) # issue 20: the CNN and transformer steps vs jax.jit (target <= 1.1x)
         part models 200 "$PY" -m benchmarks.bench_models --repeat 5

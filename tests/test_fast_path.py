@@ -219,9 +219,10 @@ def test_tuple_results_and_keyword_calls_stay_correct():
     np.testing.assert_allclose(s2.numpy(), s.numpy(), rtol=1e-6)
 
 
-def test_the_executor_without_result_handlers_counts_and_wraps_alike(monkeypatch):
+def test_the_executor_without_result_handlers_counts_and_wraps_alike(monkeypatch, caplog):
     """jaxlib_execute.make_executor falls back to disassembling the results where result
-    handlers cannot be made; the fused counting and wrapping must not change with it."""
+    handlers cannot be made (and says so once); the fused counting and wrapping must not
+    change with it."""
     from hlotrace.runtime import jaxlib_execute
     from hlotrace.tensor import from_device_buffer
 
@@ -235,6 +236,7 @@ def test_the_executor_without_result_handlers_counts_and_wraps_alike(monkeypatch
         raise TypeError("this jaxlib has no array_result_handler")
 
     monkeypatch.setattr(jaxlib_execute, "_jax_aval", no_handlers)
+    monkeypatch.setattr(jaxlib_execute, "_warned_slow_paths", set())
     counts = {"executions": 0}
     buffers = [x._device, y._device]
     plain = jaxlib_execute.make_executor(exe.loaded, shapes, exe.device, counts=counts)
@@ -248,3 +250,36 @@ def test_the_executor_without_result_handlers_counts_and_wraps_alike(monkeypatch
     (out,) = listed(buffers)
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
     assert counts["executions"] == 3
+    slow = [r for r in caplog.records if r.name == "hlotrace" and "result handler" in r.getMessage()]
+    assert len(slow) == 1 and "no array_result_handler" in slow[0].getMessage()
+
+
+@pytest.mark.parametrize("skip_checks", [True, False], ids=["jax-0.10", "jax-0.11"])
+def test_result_handlers_are_made_with_either_jax_signature(monkeypatch, caplog, skip_checks):
+    """jax 0.10's ``array_result_handler`` takes ``_skip_checks``, jax 0.11's does not: both
+    must give the handlers' path (on a GPU with jax 0.11 every compiled call fell back to
+    disassembling its results unseen, a model step 1.4-2x jax.jit's time)."""
+    from jax._src.lib import xla_client as xc
+
+    from hlotrace.runtime import jaxlib_execute
+
+    real = xc.array_result_handler
+    made = []
+
+    def handler(aval, sharding, committed, **kwargs):
+        if kwargs and not skip_checks:
+            raise TypeError("incompatible function arguments")
+        made.append(kwargs)
+        return real(aval, sharding, committed=committed, _skip_checks=True)  # 0.11 has no checks to skip
+
+    monkeypatch.setattr(xc, "array_result_handler", handler)
+    monkeypatch.setattr(jaxlib_execute, "_handler_kwargs", [])
+    monkeypatch.setattr(jaxlib_execute, "_warned_slow_paths", set())
+    f = xla_trace(lambda a, b: (a - b, a * b))
+    x, y = _t((3,)), _t((3,), seed=1)
+    f(x, y)
+    d, p = f(x, y)
+    np.testing.assert_allclose(d.numpy(), x.numpy() - y.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(p.numpy(), x.numpy() * y.numpy(), rtol=1e-6)
+    assert len(made) >= 2 and all(kwargs == ({"_skip_checks": True} if skip_checks else {}) for kwargs in made)
+    assert not [r for r in caplog.records if "result handler" in r.getMessage()]

@@ -43,6 +43,22 @@ def _x64_scope():
     return enable_x64()  # pragma: no cover
 
 
+_warned_slow_paths: set[str] = set()
+
+
+def _warn_slow_path(path: str, exc: Exception, cost: str) -> None:
+    """Say once per ``path`` that a per-call path fell back to a slower one: a jaxlib that
+    changed a signature made every call several times slower, unseen (jax 0.11's result
+    handlers on a GPU, 2026-11)."""
+    if path not in _warned_slow_paths:
+        import logging
+
+        _warned_slow_paths.add(path)
+        logging.getLogger("hlotrace").warning(
+            "hlotrace: jax's %s entry point could not be used here (%r); its fallback costs %s", path, exc, cost
+        )
+
+
 def _batched_put(shape, dtype, device):
     """``put(ndarray)`` through jax's batched entry point. 64-bit dtypes pass
     ``enable_x64=True`` to that one call: with x64 off jax would otherwise narrow them to
@@ -97,10 +113,11 @@ def make_host_to_device(shape, dtype, device):
         put = _batched_put(shape, dtype, device)
         put(np.zeros(shape, dtype))  # probe once so a signature change falls back here
         return put
-    except Exception:
+    except Exception as exc:
         import jax
 
         if not _is_64_bit(dtype):
+            _warn_slow_path("batched device put", exc, "~100 us per host array put on the device (jax.device_put)")
             return functools.partial(jax.device_put, device=device)
 
         def put_in_x64_scope(array):
@@ -108,6 +125,29 @@ def make_host_to_device(shape, dtype, device):
                 return jax.device_put(array, device)
 
         return put_in_x64_scope
+
+
+_handler_kwargs: list[dict] = []
+
+
+def result_handler(aval, sharding):
+    """jax's result handler for one output of ``aval`` laid out as ``sharding`` (committed),
+    what jax.jit's own dispatch wraps results with. jax 0.10 takes ``_skip_checks=True``
+    (the executable made the buffers for this very sharding, so jax's per-result Python
+    checks, ~2 us each, are skipped as jax.jit does); jax 0.11 has no such argument (and no
+    such checks): the first handler made tells which, once per process."""
+    from jax._src.lib import xla_client as xc
+
+    if _handler_kwargs:
+        return xc.array_result_handler(aval, sharding, committed=True, **_handler_kwargs[0])
+    for kwargs in ({"_skip_checks": True}, {}):
+        try:
+            handler = xc.array_result_handler(aval, sharding, committed=True, **kwargs)
+        except TypeError:
+            continue
+        _handler_kwargs.append(kwargs)
+        return handler
+    return xc.array_result_handler(aval, sharding, committed=True)  # raises the real error
 
 
 def make_executor(executable, out_shapes_dtypes, device, *, counts=None, wrap=None, single=False):
@@ -125,14 +165,10 @@ def make_executor(executable, out_shapes_dtypes, device, *, counts=None, wrap=No
     """
     execute_sharded = executable.execute_sharded
     try:
-        from jax._src.lib import xla_client as xc
-
         sharding = _single_device_sharding(device)
-        handlers = [
-            xc.array_result_handler(_jax_aval(s, d), sharding, committed=True, _skip_checks=True)
-            for s, d in out_shapes_dtypes
-        ]
-    except Exception:  # no result handlers in this jaxlib: disassemble the results instead
+        handlers = [result_handler(_jax_aval(s, d), sharding) for s, d in out_shapes_dtypes]
+    except Exception as exc:  # no result handlers in this jaxlib: disassemble the results instead
+        _warn_slow_path("result handler", exc, "several microseconds per result on every compiled call (disassembled)")
 
         def disassembled(buffers):
             return [outs[0] for outs in execute_sharded(buffers).disassemble_into_single_device_arrays()]

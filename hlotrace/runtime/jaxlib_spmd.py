@@ -250,12 +250,11 @@ def make_spmd_executor(executable, out_shapes_dtypes, out_jax_shardings):
     """``run(buffers) -> buffers``: execute on every device of the mesh, returning global
     arrays laid out as ``out_jax_shardings``."""
     from jax._src import core
-    from jax._src.lib import xla_client as xc
 
-    # _skip_checks: the executable made the shards for these very shardings (as jax.jit's
-    # own result handlers; the Python checks cost ~2 us per result on every call).
+    from hlotrace.runtime.jaxlib_execute import result_handler
+
     handlers = [
-        xc.array_result_handler(core.ShapedArray(tuple(s), np.dtype(d)), sharding, committed=True, _skip_checks=True)
+        result_handler(core.ShapedArray(tuple(s), np.dtype(d)), sharding)
         for (s, d), sharding in zip(out_shapes_dtypes, out_jax_shardings, strict=True)
     ]
     execute_sharded = executable.execute_sharded

@@ -96,7 +96,9 @@ def _jax_step():
     def step(params, m, v, t, hyper, x, y):
         # t: one step count per parameter, as PyTorch's AdamW (and hlotrace.optim.AdamW) keep;
         # hyper: (lr, beta1, beta2, eps, weight decay), arguments as hlotrace's are inputs.
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        # Full float32 matmuls, as hlotrace asks for (jax's GPU default is TF32).
+        with jax.default_matmul_precision("highest"):
+            loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
         lr, b1, b2, eps, wd = hyper
         new_params, new_m, new_v, new_t = [], [], [], []
         for p_layer, g_layer, m_layer, v_layer, t_layer in zip(params, grads, m, v, t, strict=True):

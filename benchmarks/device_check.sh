@@ -3,7 +3,9 @@
 # run from the repo root on the GPU machine, where jax with the CUDA PJRT plugin is installed
 # and nothing can be downloaded (hlotrace runs from the checkout, PYTHONPATH=.).
 #
-#   bash benchmarks/device_check.sh [part ...]     parts: env models profile mesh train ops
+#   bash benchmarks/device_check.sh [part ...]
+#   parts: env mesh models profile train ops firstcall demo (default: all but the last two)
+#   OPS_ARGS="-k cumsum" narrows the ops part.
 #
 # Each part has its own time limit and log (in $OUT when set, else ./device-logs); a part
 # that fails does not stop the others. The summary at the end lists each part's exit status.
@@ -48,7 +50,13 @@ for p in $PARTS; do
         ;;
     ops) # the generated property and gradient tests on CUDA (make test-gpu)
         part ops 300 env HLOTRACE_HYPOTHESIS_PROFILE=gpu "$PY" -m pytest -q -p no:cacheprovider -n 6 \
-            --one-dtype-per-kind tests/test_op_properties.py tests/test_gradients.py
+            --one-dtype-per-kind tests/test_op_properties.py tests/test_gradients.py ${OPS_ARGS:-}
+        ;;
+    firstcall) # first_call="compiled" against the eager recording, every op, on CUDA
+        part firstcall 200 "$PY" -m pytest -q -p no:cacheprovider -n 6 tests/test_first_call.py
+        ;;
+    demo) # the MLP demo end to end (make demo)
+        part demo 120 "$PY" examples/train_mlp.py
         ;;
     *) echo "unknown part $p" ;;
     esac

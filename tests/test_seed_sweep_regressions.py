@@ -616,3 +616,28 @@ def test_the_compiled_gradient_of_power_at_a_subnormal_scalar_base_is_taken_at_z
 
     sample = _sample(1.1663108012064884e-38, np.array([-0.0, 1.1663108012064884e-38, -0.76953125], BF16))
     assert check_compiled_grad(OPS["power"], sample, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_half_cumsum_of_a_cast_input_may_skip_rounding_the_input_as_xla_gpu_does(monkeypatch, reverse):
+    """make test-gpu on an H100 (gpu profile, seed 0): the bfloat16 cumsum of an int32 input
+    gave 98 where the reference gives 97: XLA:GPU converts the int32 input to float32 directly
+    for the float32 scan, the reference rounds each input to bfloat16 first (-355 to -356).
+    UNROUNDED_CASTS widens such results by eps * the prefix sum of |x|; a wrong scan still fails.
+    (Replayed here with XLA:GPU's values: XLA:CPU rounds the input as the reference does.)"""
+    from hlotrace.testing import check
+    from hlotrace.testing.tolerances import UNROUNDED_CASTS
+
+    x = np.array([[452, 1, -355, 0, 8], [3, 554, -274, 226, 8], [-1, 540, -8, -571, -2]], np.int32)
+    sample = _sample(x, axis=1, dtype=np.dtype(BF16), reverse=reverse)
+    scan = (lambda a: np.flip(np.cumsum(np.flip(a, 1), 1), 1)) if reverse else (lambda a: np.cumsum(a, 1))
+    gpu = scan(x.astype(np.float32)).astype(BF16)
+    assert not np.array_equal(gpu, run_eager(OPS["cumsum"], sample))  # the disagreement itself
+    assert "cumsum" in UNROUNDED_CASTS
+    monkeypatch.setattr(check, "run_compiled", lambda op, sample, platform=None: gpu)
+    check_op(OPS["cumsum"], sample)
+    shifted = np.roll(gpu, 1 if not reverse else -1, axis=1)  # an exclusive-looking scan
+    for wrong in (shifted, scan(np.flip(x, 1).astype(np.float32)).astype(BF16), gpu + BF16(4)):
+        monkeypatch.setattr(check, "run_compiled", lambda op, sample, platform=None, w=wrong: w)
+        with pytest.raises(AssertionError, match="cumsum"):
+            check_op(OPS["cumsum"], sample)

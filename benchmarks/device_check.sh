@@ -4,7 +4,7 @@
 # and nothing can be downloaded (hlotrace runs from the checkout, PYTHONPATH=.).
 #
 #   bash benchmarks/device_check.sh [part ...]
-#   parts: env mesh models profile train ops firstcall demo (default: all but the last two)
+#   parts: env mesh models profile train ops firstcall hlo demo (default: the first six)
 #   OPS_ARGS="-k cumsum" narrows the ops part.
 #
 # Each part has its own time limit and log (in $OUT when set, else ./device-logs); a part
@@ -54,6 +54,9 @@ for p in $PARTS; do
         ;;
     firstcall) # first_call="compiled" against the eager recording, every op, on CUDA
         part firstcall 200 "$PY" -m pytest -q -p no:cacheprovider -n 6 tests/test_first_call.py
+        ;;
+    hlo) # the transformer step's optimized HLO, hlotrace's and jax.jit's, in one tarball
+        part hlo 150 bash -c "rm -rf /tmp/hlo && HLOTRACE_CACHE_DIR=off XLA_FLAGS='--xla_dump_to=/tmp/hlo --xla_dump_hlo_as_text' $PY -c 'from benchmarks.bench_models import model_cases, setup_pair; setup_pair(*model_cases()[1])' && tar czf $LOGS/hlo.tar.gz -C /tmp hlo && ls /tmp/hlo | wc -l"
         ;;
     demo) # the MLP demo end to end (make demo)
         part demo 120 "$PY" examples/train_mlp.py

@@ -42,7 +42,7 @@ def _blocking(call, number: int) -> float:
 
 def profile_case(case, repeat: int, calls: int) -> dict:
     title = case[0]
-    hlotrace_call, jax_call, _ = setup_pair(*case)
+    hlotrace_call, jax_call, *_ = setup_pair(*case)
     figures = {}
     for call in (hlotrace_call, jax_call):
         for _ in range(5):

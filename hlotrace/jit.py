@@ -95,6 +95,7 @@ class TracedFunction:
         self._flat_entries: set[int] = set()  # ids of the entries in _flat_cache (they live as long)
         self._last: CompiledEntry | None = None
         self._holders: dict = {}  # holder ids -> state.HolderState (the per-call state cache)
+        self._placement_memo: list = [None]  # the last call's placements (distributed.compile.prepare)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
@@ -179,7 +180,7 @@ class TracedFunction:
         if _OVERRIDES:  # lowering.override(...) active: its rules are part of the program
             key.append(override_token())
         placements = None
-        if _spmd.active and (placements := _spmd.prepare(inputs, holders)) is not None:
+        if _spmd.active and (placements := _spmd.prepare(inputs, holders, self._placement_memo)) is not None:
             key.append(placements)  # inputs on a mesh (hlotrace.distributed)
         entry = self._cache.get(tuple(key))
         if entry is not None:

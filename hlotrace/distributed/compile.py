@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
+import operator
 
 from hlotrace.distributed import hooks
 from hlotrace.distributed.mesh import NamedSharding
@@ -141,8 +143,52 @@ def _relocate(tensor, wanted) -> None:
 _INHERITED: list = [None]
 
 
-def prepare(inputs, holders=()):
-    """The cache-key part for the inputs' placements, or None when none is placed."""
+_device_of = operator.attrgetter("_device")
+_grad_of = operator.attrgetter("_grad")
+_aval_of = operator.attrgetter("aval")
+_runtime_sharding_of = operator.attrgetter("sharding")
+# A caller's memo when it keeps none (see prepare).
+_MEMO: list = [None]
+
+
+def _snapshot(inputs):
+    """What :func:`prepare`'s result depends on besides the placement counters: every input
+    and ``.grad`` by identity, and every device array's aval and runtime sharding (compared
+    by identity first). None when a value is on the host (then the work is done again)."""
+    grads = list(map(_grad_of, inputs))
+    buffers = list(map(_device_of, inputs))
+    buffers += [g._device for g in grads if g is not None]
+    if any(map(operator.is_, buffers, itertools.repeat(None))):
+        return None
+    return (
+        list(map(id, inputs)),
+        list(map(id, grads)),
+        list(map(_aval_of, buffers)),
+        list(map(_runtime_sharding_of, buffers)),
+    )
+
+
+def prepare(inputs, holders=(), memo=None):
+    """The cache-key part for the inputs' placements, or None when none is placed.
+
+    ``memo`` (a one-element list the caller keeps, e.g. one per traced function): a call
+    whose inputs, ``.grad``s, device arrays' avals and runtime shardings are those its last
+    call left, with no placement or structural change since, gets that call's result without
+    the per-input work (~0.35 ms for the transformer step's 126 inputs): its arrays are
+    laid out as it needs, so nothing would be re-placed."""
+    memo = _MEMO if memo is None else memo
+    stamp = (VERSIONS.structure, hooks.placements, tuple(map(id, holders)))
+    last = memo[0]
+    if last is not None and last[0] == stamp and last[1] == _snapshot(inputs):
+        return last[2]
+    result = _prepare(inputs, holders)
+    snapshot = _snapshot(inputs)
+    stamp = (VERSIONS.structure, hooks.placements, tuple(map(id, holders)))
+    memo[0] = None if snapshot is None else (stamp, snapshot, result)
+    return result
+
+
+def _prepare(inputs, holders):
     own, grads = _placements(inputs)
     if not any(own) and not any(grads):
         return None

@@ -8,11 +8,11 @@ active = False
 placements = 0
 
 
-def prepare(inputs, holders=()):
+def prepare(inputs, holders=(), memo=None):
     """The cache-key part of the inputs' placements, or None (see distributed.compile)."""
     from hlotrace.distributed.compile import prepare as prepare_inputs
 
-    return prepare_inputs(inputs, holders)
+    return prepare_inputs(inputs, holders, memo)
 
 
 def plan(trace, placements, io, num_results):

@@ -17,10 +17,10 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from test_spmd_compile import _batches, _setup, _state, _step
-from test_spmd_differential import assert_mesh_result, run_sample
+from test_spmd_differential import assert_mesh_result, run_sample, seeded_examples
 from test_spmd_training import (
     MEGATRON_PLAN,
     OPTIMIZERS,
@@ -39,7 +39,6 @@ from hlotrace.errors import BackendError
 from hlotrace.jit import xla_trace
 from hlotrace.ops import OPS
 from hlotrace.testing import strategies
-from hlotrace.testing.check import example_seed
 
 EXAMPLES = int(os.environ.get("HLOTRACE_SPMD_EXAMPLES", "1"))
 
@@ -70,14 +69,7 @@ def test_an_op_on_a_one_device_mesh_gives_the_one_device_result(name, platform, 
     op = OPS[name]
     mesh = _mesh(platform, ("data", "model") if name == "sharding_constraint" else ("data",))
 
-    @seed(example_seed(f"spmd-one:{name}", hypothesis_base_seed))
-    @settings(
-        max_examples=EXAMPLES,
-        database=None,
-        deadline=None,
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @seeded_examples(f"spmd-one:{name}", hypothesis_base_seed, EXAMPLES)
     @given(op.sample(strategies), st.data())
     def run(sample, data):
         positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]

@@ -288,3 +288,69 @@ def test_gradients_of_placed_parameters_take_their_placement_and_accumulate_acro
     assert par[0].fc1.weight.grad.sharding.spec == dist.P("data")
     assert "sdy.sharding_constraint" in many.stablehlo_text
     assert many.cache_size == 2  # the first call had no .grad inputs, the later ones do
+
+
+def test_a_steady_call_reuses_the_last_layout_work_and_any_change_redoes_it(devices, monkeypatch):
+    """distributed.compile.prepare: a call whose inputs are as its function's last call left
+    them skips the per-input work; a swapped array, a new placement or an input on the host
+    redoes it (and the step trains like one device throughout)."""
+    from hlotrace.distributed import compile as spmd_compile
+    from hlotrace.distributed.placement import runtime_sharding
+    from hlotrace.runtime.spmd import put
+
+    real, placed_work = spmd_compile._prepare, []
+
+    def counted(inputs, holders):
+        result = real(inputs, holders)
+        if result is not None:  # the mesh step's (the one-device step's is None)
+            placed_work.append(len(inputs))
+        return result
+
+    monkeypatch.setattr(spmd_compile, "_prepare", counted)
+    mesh = _mesh(devices, (2,))
+    ref, par = _setup(), _setup()
+    dist.shard_module(par[0], mesh, {"*": dist.P("data")})
+    one, many = xla_trace(_step), xla_trace(_step)
+    x, y = _batches(1)[0]
+    xs, ys = dist.shard(ht.tensor(x), mesh, dist.P("data")), dist.shard(ht.tensor(y), mesh, dist.P("data"))
+    xr, yr = ht.tensor(x), ht.tensor(y)
+    weight = par[0].fc1.weight
+    other_layout = runtime_sharding(dist.NamedSharding(mesh, dist.P(None, "data")), 2)
+
+    def both(x_input=xs, y_input=ys):
+        expected = one(xr, yr, *ref)
+        np.testing.assert_allclose(many(x_input, y_input, *par).numpy(), expected.numpy(), rtol=1e-6)
+
+    def settle():
+        """Calls until one does no work (arrays the executable left, laid out as the next call
+        needs), then two more that must not either: how many did the work."""
+        worked = 0
+        for _ in range(5):
+            before = len(placed_work)
+            both()
+            if len(placed_work) == before:
+                break
+            worked += 1
+        before = len(placed_work)
+        both()
+        both()
+        assert len(placed_work) == before
+        return worked
+
+    for _ in range(3):  # records, compiles, lays the state out as its executable left it
+        both()
+    assert settle() == 0  # steady: each call gets its last call's result
+    # An array swapped for another layout behind its placement's back: seen and re-placed
+    # (its value goes back to the host, so the next call sees a new array once more).
+    weight._device = put(weight.numpy(), other_layout)  # (not a placement: no counter moves)
+    assert 1 <= settle() <= 3 and weight.sharding.spec == dist.P("data")
+    # A new placement (the counter moves): the work again.
+    dist.shard(par[0].fc2.bias, mesh, dist.P())
+    assert 1 <= settle() <= 3 and par[0].fc2.bias.sharding.spec == dist.P()
+    # A label given as a host value each call: the work every call (nothing to compare).
+    before = len(placed_work)
+    for _ in range(2):
+        both(y_input=ht.tensor(y))
+    assert len(placed_work) == before + 2
+    for a, b in zip(_state(*par[:2]), _state(*ref[:2]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)

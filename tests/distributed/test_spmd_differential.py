@@ -71,18 +71,29 @@ def run_sample(op, sample, tensors, positions, platform="cpu"):
     return out
 
 
+def seeded_examples(key: str, base_seed: int, examples: int):
+    """The differential's hypothesis settings: ``examples`` examples per test, seeded from
+    ``key`` like the property tests, no database or deadline."""
+
+    def decorate(test):
+        return seed(example_seed(key, base_seed))(
+            settings(
+                max_examples=examples,
+                database=None,
+                deadline=None,
+                phases=[Phase.explicit, Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )(test)
+        )
+
+    return decorate
+
+
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_an_op_on_a_mesh_gives_the_one_device_result(name, devices, hypothesis_base_seed):
     op = OPS[name]
 
-    @seed(example_seed(f"spmd:{name}", hypothesis_base_seed))
-    @settings(
-        max_examples=EXAMPLES,
-        database=None,
-        deadline=None,
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @seeded_examples(f"spmd:{name}", hypothesis_base_seed, EXAMPLES)
     @given(op.sample(strategies), st.data())
     def run(sample, data):
         positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]

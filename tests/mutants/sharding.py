@@ -73,6 +73,14 @@ MUTANTS = [
         why="inputs on two meshes of the same shape (other devices) are taken as one mesh",
     ),
     Mutant(
+        id="steady-call-ignores-its-arrays",
+        file=COMPILE,
+        find="    if last is not None and last[0] == stamp and last[1] == _snapshot(inputs):\n",
+        replace="    if last is not None and last[0] == stamp:\n",
+        why="a call reuses its last call's layout work whatever arrays its inputs now hold (one swapped for "
+        "another layout goes unseen until the executable's own check)",
+    ),
+    Mutant(
         id="optimizer-state-placed-once",
         file=COMPILE,
         find="    if registered(tensor) != wanted:\n",

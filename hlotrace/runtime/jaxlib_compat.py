@@ -1,6 +1,7 @@
 """Every jaxlib/jax call whose name or signature changes between versions lives here.
 
-Checked against jax/jaxlib 0.10.x (CPU); written to also admit 0.11.x (CUDA 13 plugin).
+Checked against jax/jaxlib 0.10.x (CPU) and 0.11.2 (CUDA 13 plugin on an H100: the
+generated property and gradient suites, one-device CUDA meshes, the model benchmarks).
 The rest of hlotrace imports MLIR bindings and PJRT entry points from this module only.
 Importing it loads jaxlib's MLIR bindings (no ``import jax``); PJRT functions import jax
 on first use.

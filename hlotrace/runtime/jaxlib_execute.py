@@ -2,7 +2,9 @@
 
 Split from :mod:`hlotrace.runtime.jaxlib_compat` (which re-exports the public names); the
 same rule holds: every version-sensitive jaxlib call of the call path lives here. Checked
-against jax/jaxlib 0.10.x (CPU). Importing it imports no jax; the functions do.
+against jax/jaxlib 0.10.x (CPU) and 0.11.2 (CUDA; its ``array_result_handler`` has no
+``_skip_checks``, see :func:`result_handler`). A path that falls back to a slower one warns
+once. Importing it imports no jax; the functions do.
 """
 
 from __future__ import annotations

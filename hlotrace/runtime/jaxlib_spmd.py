@@ -2,7 +2,8 @@
 call that many-device compilation needs (split off only to keep each file small; the rule
 is the same: nothing else in hlotrace calls these jaxlib entry points).
 
-Checked against jax/jaxlib 0.10.2 on CPU (facts: ../shared/JAXLIB_NOTES.md, "SPMD"):
+Checked against jax/jaxlib 0.10.2 on CPU (facts: ../shared/JAXLIB_NOTES.md, "SPMD") and
+0.11.2 on CUDA (one-device meshes only: one GPU was lent):
 Shardy annotations built with ``jaxlib.mlir.dialects.sdy`` (the context must register the
 dialect first, see ``jaxlib_compat.make_context``), compile options with
 ``num_partitions``/``device_assignment``/``use_spmd_partitioning``/``use_shardy_partitioner``,

@@ -250,12 +250,10 @@ def buffer_sharding(buffer):
 def make_spmd_executor(executable, out_shapes_dtypes, out_jax_shardings):
     """``run(buffers) -> buffers``: execute on every device of the mesh, returning global
     arrays laid out as ``out_jax_shardings``."""
-    from jax._src import core
-
-    from hlotrace.runtime.jaxlib_execute import result_handler
+    from hlotrace.runtime.jaxlib_execute import _jax_aval, result_handler
 
     handlers = [
-        result_handler(core.ShapedArray(tuple(s), np.dtype(d)), sharding)
+        result_handler(_jax_aval(s, d), sharding)
         for (s, d), sharding in zip(out_shapes_dtypes, out_jax_shardings, strict=True)
     ]
     execute_sharded = executable.execute_sharded

@@ -19,24 +19,14 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_spmd_compile import _batches, _setup, _state, _step
+from test_spmd_compile import _setup, _train_alike
 from test_spmd_differential import assert_mesh_result, run_sample, seeded_examples
-from test_spmd_training import (
-    MEGATRON_PLAN,
-    OPTIMIZERS,
-    _assert_same_run,
-    _example,
-    _fsdp_plan,
-    _values,
-)
+from test_spmd_training import OPTIMIZERS, _assert_same_run, _example, _mlp_batches, _mlp_run, _transformer_run
 
 import hlotrace as ht
 import hlotrace.distributed as dist
-from hlotrace import nn
-from hlotrace.autodiff import GradManager
 from hlotrace.distributed.inspect import bytes_per_device, collectives
 from hlotrace.errors import BackendError
-from hlotrace.jit import xla_trace
 from hlotrace.ops import OPS
 from hlotrace.testing import strategies
 
@@ -44,7 +34,7 @@ EXAMPLES = int(os.environ.get("HLOTRACE_SPMD_EXAMPLES", "1"))
 
 
 @pytest.fixture(params=["cpu", "cuda"])
-def platform(request, devices):
+def platform(request):
     """The platform under test; its one-device mesh is ``_mesh(platform)``."""
     if request.param == "cuda":
         try:
@@ -100,13 +90,7 @@ def test_a_one_device_mesh_trains_like_one_device(platform, mode):
     mesh = _mesh(platform)
     ref, par = _setup(), _setup()
     dist.shard_module(par[0], mesh, {"*": dist.P("data") if mode == "fsdp" else dist.P()})
-    one, many = xla_trace(_step, platform=platform), xla_trace(_step)
-    for x, y in _batches():
-        expected = one(ht.tensor(x), ht.tensor(y), *ref)
-        loss = many(dist.shard(ht.tensor(x), mesh, dist.P("data")), ht.tensor(y), *par)
-        np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-6)
-        for a, b in zip(_state(*par[:2]), _state(*ref[:2]), strict=True):
-            np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
+    _, many = _train_alike(mesh, ref, par, state_every_step=True, platform=platform)
     assert many.cache_size == 1
     assert all(p.sharding.mesh == mesh for p in par[0].parameters())
     assert collectives(many) == []  # one device: nothing to communicate
@@ -116,64 +100,29 @@ def test_a_one_device_mesh_trains_like_one_device(platform, mode):
 @pytest.mark.parametrize("mode", ["data_parallel", "fsdp"])
 def test_the_transformer_on_a_one_device_mesh_trains_like_one_device(platform, mode, opt_name):
     example = _example("train_transformer")
-
-    def run(mesh=None):
-        nn.init.seed(0)
-        net = example.CopyLM(dim=16, heads=2, layers=1)
-        opt = OPTIMIZERS[opt_name](net.parameters())
-        gm = GradManager().attach(net.parameters())
-        if mesh is not None:
-            dist.shard_module(net, mesh, _fsdp_plan(net, 1) if mode == "fsdp" else {"*": dist.P()})
-        step = xla_trace(example.train_step, platform=platform)
-        rng = np.random.default_rng(2)
-        out = []
-        for _ in range(3):
-            seq = ht.tensor(example.sequences(rng, 8))
-            if mesh is not None:
-                seq = dist.shard(seq, mesh, dist.P("data"))
-            loss = step(seq, net=net, opt=opt, gm=gm)
-            out.append((np.array(loss.numpy()), _values(opt, net, adaptive=opt_name == "adamw")))
-        return out, net, step
-
     mesh = _mesh(platform)
-    one, _, _ = run()
-    many, net, step = run(mesh)
+    one = _transformer_run(example, opt_name, platform=platform)[0]
+    many, net, _, step = _transformer_run(example, opt_name, mode, mesh, platform=platform)
     _assert_same_run(many, one, f"transformer on a one-device {platform} mesh, {mode}, {opt_name}")
     assert step.cache_size == 1
     assert all(p.sharding.mesh == mesh for p in net.parameters())
 
 
 def test_the_megatron_plan_on_a_one_by_one_mesh_and_what_a_user_inspects(platform, tmp_path):
-    from test_spmd_training import MegatronMLP, _mlp_batches, _mlp_step
-
     mesh = _mesh(platform, ("data", "model"))
-    runs = []
-    for placed in (False, True):
-        nn.init.seed(0)
-        net = MegatronMLP()
-        opt = OPTIMIZERS["adamw"](net.parameters())
-        gm = GradManager().attach(net.parameters())
-        if placed:
-            dist.shard_module(net, mesh, MEGATRON_PLAN)
-        step = xla_trace(_mlp_step, platform=platform)
-        run = []
-        for x, y in _mlp_batches():
-            xs, ys = ht.tensor(x), ht.tensor(y)
-            if placed:
-                xs, ys = dist.shard(xs, mesh, dist.P("data")), dist.shard(ys, mesh, dist.P("data"))
-            run.append((np.array(step(xs, ys, net, opt, gm).numpy()), _values(opt)))
-        runs.append(run)
-    _assert_same_run(runs[1], runs[0], f"Megatron MLP on a one-device {platform} mesh")
+    one = _mlp_run("adamw", platform=platform)[0]
+    many, net, opt, step, gm = _mlp_run("adamw", mesh, platform=platform)
+    _assert_same_run(many, one, f"Megatron MLP on a one-device {platform} mesh")
     # What a user inspects: one device, so nothing for the partitioner to communicate, and
     # XLA's arguments are every input whole.
     assert collectives(step) == []
+    xs, ys = (dist.shard(ht.tensor(a), mesh, dist.P("data")) for a in _mlp_batches()[0])
     inputs = [xs, ys, *opt._trace_state()[1]]
     assert step.memory_stats()["argument"] == bytes_per_device(inputs)[int(mesh.devices[0].id)]
     # A checkpoint of the placed state: global values, loaded back in place on the mesh.
     path = tmp_path / "mlp.npz"
     ht.save({"model": net.state_dict(), "optim": opt.state_dict()}, path)
     saved = {name: p.numpy().copy() for name, p in net.named_parameters()}
-    xs, ys = (dist.shard(ht.tensor(a), mesh, dist.P("data")) for a in _mlp_batches()[0])
     step(xs, ys, net, opt, gm)  # move away from the checkpoint
     ckpt = ht.load(path)
     net.load_state_dict(ckpt["model"])

@@ -136,11 +136,11 @@ def _batches(n=3):
     ]
 
 
-def _train_alike(mesh, ref, par, state_every_step=False):
-    """Train ``ref`` on one device and ``par`` with its batches split over "data" on
-    ``mesh`` (``_batches()``, both compiled): equal losses every step, equal optimizer state
-    at the end (or after every step). Returns the two traced steps."""
-    one, many = xla_trace(_step), xla_trace(_step)
+def _train_alike(mesh, ref, par, state_every_step=False, platform=None):
+    """Train ``ref`` on one device (of ``platform``) and ``par`` with its batches split over
+    "data" on ``mesh`` (``_batches()``, both compiled): equal losses every step, equal
+    optimizer state at the end (or after every step). Returns the two traced steps."""
+    one, many = xla_trace(_step, platform=platform), xla_trace(_step)
     for x, y in _batches():
         expected = one(ht.tensor(x), ht.tensor(y), *ref)
         loss = many(

@@ -121,14 +121,14 @@ def _mlp_batches():
     ]
 
 
-def _mlp_run(opt_name, mesh=None):
+def _mlp_run(opt_name, mesh=None, platform=None):
     nn.init.seed(0)
     net = MegatronMLP()
     opt = OPTIMIZERS[opt_name](net.parameters())
     gm = GradManager().attach(net.parameters())
     if mesh is not None:
         dist.shard_module(net, mesh, MEGATRON_PLAN)
-    step = xla_trace(_mlp_step)
+    step = xla_trace(_mlp_step, platform=platform)
     run = []
     for x, y in _mlp_batches():
         if mesh is None:
@@ -137,14 +137,14 @@ def _mlp_run(opt_name, mesh=None):
             xs, ys = dist.shard(ht.tensor(x), mesh, dist.P("data")), dist.shard(ht.tensor(y), mesh, dist.P("data"))
         loss = step(xs, ys, net, opt, gm)
         run.append((np.array(loss.numpy()), _values(opt)))
-    return run, net, opt, step
+    return run, net, opt, step, gm
 
 
 @pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
 def test_a_data_and_tensor_parallel_mlp_step_equals_the_one_device_step(devices, opt_name):
     mesh = dist.Mesh((4, 2), ("data", "model"), devices=devices[:8])
     one, *_ = _mlp_run(opt_name)
-    many, net, opt, step = _mlp_run(opt_name, mesh)
+    many, net, opt, step, _ = _mlp_run(opt_name, mesh)
     _assert_same_run(many, one, f"Megatron MLP, {opt_name}")
     assert step.cache_size == 1
     for name, p in net.named_parameters():
@@ -175,14 +175,14 @@ def _fsdp_plan(net, parts: int) -> dict:
     return plan
 
 
-def _transformer_run(example, opt_name, mode=None, mesh=None):
+def _transformer_run(example, opt_name, mode=None, mesh=None, platform=None):
     nn.init.seed(0)
     net = example.CopyLM(dim=16, heads=2, layers=1)
     opt = OPTIMIZERS[opt_name](net.parameters())
     gm = GradManager().attach(net.parameters())
     if mode == "fsdp":
         dist.shard_module(net, mesh, _fsdp_plan(net, mesh.size))
-    step = xla_trace(example.train_step)
+    step = xla_trace(example.train_step, platform=platform)
     rng = np.random.default_rng(2)
     run = []
     for _ in range(STEPS):

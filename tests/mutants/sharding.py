@@ -75,8 +75,8 @@ MUTANTS = [
     Mutant(
         id="steady-call-ignores-its-arrays",
         file=COMPILE,
-        find="    if last is not None and last[0] == stamp and last[1] == _snapshot(inputs):\n",
-        replace="    if last is not None and last[0] == stamp:\n",
+        find="    if last is not None and last[0] == _stamp(holders) and last[1] == _snapshot(inputs):\n",
+        replace="    if last is not None and last[0] == _stamp(holders):\n",
         why="a call reuses its last call's layout work whatever arrays its inputs now hold (one swapped for "
         "another layout goes unseen until the executable's own check)",
     ),

@@ -3,8 +3,11 @@ checks (finite differences and the compiled gradient), with the exact values, so
 depends on a seed; the property-check cases are in tests/test_seed_sweep_regressions.py.
 """
 
+import dataclasses
+
 import ml_dtypes
 import numpy as np
+import pytest
 
 import hlotrace.lowering.rules  # noqa: F401  (fills the rule registry)
 from hlotrace.ops import OPS
@@ -296,3 +299,30 @@ def test_the_compiled_gradient_of_power_at_a_subnormal_scalar_base_is_taken_at_z
 
     sample = _sample(1.1663108012064884e-38, np.array([-0.0, 1.1663108012064884e-38, -0.76953125], BF16))
     assert check_compiled_grad(OPS["power"], sample, np.random.default_rng(0))
+
+
+def test_a_tie_whose_ends_have_equal_weights_is_checked_beside_the_point():
+    """Seed 3099572356 (ci): a float16 descending sort with 675 elements tied at 8.40625.
+    Nudged up, a tied element moves to the group's top, nudged down to its bottom, so the
+    one-sided differences are those two places' weights (-0.6074 and -0.6077, equal within
+    the kink rule by chance) and the VJP is the weight at the element's own place (-0.242).
+    Here the same with three ties and weights drawn alike by rng 3620: the check now asks
+    the VJP a step away on each side, which matches a one-sided difference."""
+    from hlotrace.testing.gradcheck import check_vjp_fd
+
+    x = np.full(3, 2.0, np.float16)
+    sample = _sample(x, axis=0, descending=True)
+    w = np.random.default_rng(3620).standard_normal(3)
+    assert abs(w[0] - w[2]) < 1e-3 * (abs(w[0]) + abs(w[2])) < abs(w[1] - w[0])  # the chance that hid the tie
+    assert check_vjp_fd(OPS["sort"], sample, np.random.default_rng(3620)) == 3
+
+
+def test_a_wrong_gradient_at_a_tie_still_fails():
+    """The rule above accepts a VJP only where the VJP a step away matches a difference: a
+    sort VJP that sends every cotangent to the wrong place fails on the same tie."""
+    from hlotrace.testing.gradcheck import check_vjp_fd
+
+    sort = OPS["sort"]
+    wrong = dataclasses.replace(sort, vjp=lambda *a, **k: [2 * g for g in sort.vjp(*a, **k)])
+    with pytest.raises(AssertionError):
+        check_vjp_fd(wrong, _sample(np.full(3, 2.0, np.float16), axis=0, descending=True), np.random.default_rng(3620))

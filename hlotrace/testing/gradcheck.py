@@ -118,8 +118,16 @@ def check_vjp_fd(op: OpDef, sample: OpSample, rng: np.random.Generator) -> int:
             filled[p] = x
         return apply(op, *filled, **attrs)
 
+    cotangent = Tensor._from_array(w.astype(out.dtype))
+
+    def vjp_at(arrays) -> list[np.ndarray]:
+        # The VJP at another point (arrays replace the differentiated operands).
+        points = [Tensor._from_array(np.asarray(a, dtype=o.dtype)) for a, o in zip(arrays, primals, strict=True)]
+        _, at_fn = vjp(fn, *points)
+        return [g.numpy().astype(np.float64) for g in at_fn(cotangent)]
+
     _, vjp_fn = vjp(fn, *primals)
-    grads = vjp_fn(Tensor._from_array(w.astype(out.dtype)))
+    grads = vjp_fn(cotangent)
     base = [np.array(args[p]) for p in positions]
     f0 = f(base)
     compared = 0
@@ -152,10 +160,12 @@ def check_vjp_fd(op: OpDef, sample: OpSample, rng: np.random.Generator) -> int:
                 # either side is an answer a VJP may give, the central difference neither.
                 expected = min((expected, forward, backward), key=lambda v: abs(g[at] - v))
             tolerance = FD_TOLERANCE._replace(atol=FD_TOLERANCE.atol * (1 + abs(f0)))
-            if mismatches(np.array([g[at]]), np.array([expected]), tolerance).any() and _jumps(
-                f, base, k, at, h, expected
-            ):
-                continue  # f jumps here (an argmax switching at a tie): no derivative to check
+            if mismatches(np.array([g[at]]), np.array([expected]), tolerance).any():
+                if _jumps(f, base, k, at, h, expected):
+                    continue  # f jumps here (an argmax switching at a tie): no derivative to check
+                if _gradient_switches(vjp_at, plus, minus, k, at, g[at], (expected, forward, backward), tolerance):
+                    compared += 1  # checked beside the point instead
+                    continue
             assert_close(
                 np.array([g[at]]),
                 np.array([expected]),
@@ -179,6 +189,24 @@ def _jumps(f, base, k: int, at, h: float, expected: float) -> bool:
     closer = (f(plus) - f(minus)) / (2 * small)
     scale = abs(expected) + abs(closer)
     return not np.isfinite(closer) or abs(closer - expected) > KINK * scale + 1e-6
+
+
+def _gradient_switches(vjp_at, plus, minus, k: int, at, value: float, differences, tolerance: Tolerance) -> bool:
+    """Whether the gradient is discontinuous at the element (a tie the one-sided differences
+    did not reveal) and the VJP just beside it, on either side, matches a difference there.
+
+    At a tie of sort, nudging one tied element up or down moves it to one end of its group:
+    the one-sided derivatives are the cotangents at the group's two ends, and the VJP at the
+    point is the cotangent at the element's own place, in between. When the two ends' weights
+    happen to agree within KINK (seed 3099572356: -0.6074 and -0.6077 among 675 float16 ties,
+    the VJP -0.242), the kink rule misses it. The VJP a step away on either side is then the
+    one-sided derivative: the rule is right beside the point, and the point is not
+    differentiable along every direction. A wrong rule is as wrong a step away, so it still
+    fails. Asked only when the VJP and the difference disagree."""
+    besides = [vjp_at(plus)[k][at], vjp_at(minus)[k][at]]
+    if not any(mismatches(np.array([b]), np.array([value]), tolerance).any() for b in besides):
+        return False  # the same gradient on both sides: continuous here, so the check stands
+    return any(not mismatches(np.array([b]), np.array([d]), tolerance).any() for b in besides for d in differences)
 
 
 def _compiled_tolerance(op: OpDef, dtype: np.dtype) -> Tolerance:

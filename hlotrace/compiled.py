@@ -48,8 +48,24 @@ class CompiledEntry:
     # buffers) -> the function's result``, execute and Tensor wrapping in one closure
     # (``xla_trace``'s hot path calls it directly). None for a step that writes state.
     run_buffers: object = field(default=None, repr=False)
+    # After a tiered first call (hlotrace.runtime.tiered): the optimized executable being
+    # compiled in the background; the next call waits for it and runs it from then on.
+    upgrade: object = field(default=None, repr=False)
 
     def __post_init__(self):
+        self._bind()
+
+    def settle(self) -> None:
+        """Switch to the optimized executable of a tiered first call (waiting for its
+        compile); nothing when there is none (or XLA failed it: the quick one stays)."""
+        upgrade, self.upgrade = self.upgrade, None
+        if upgrade is not None:
+            optimized = upgrade.result()
+            if optimized is not None:
+                self.executable = optimized
+                self._bind()
+
+    def _bind(self):
         io = self.io
         if io is None:
             if self.single:
@@ -63,6 +79,8 @@ class CompiledEntry:
                 self.run_buffers = run_buffers
 
     def __call__(self, inputs):
+        if self.upgrade is not None:
+            self.settle()
         exe = self.executable
         buffers = [t._device for t in inputs]
         if any(map(is_, buffers, _NONES)):

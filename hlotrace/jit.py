@@ -73,10 +73,12 @@ class TracedFunction:
         passes: str | None = None,
         explain_recompiles: bool | None = None,
         first_call: str | None = None,
+        tiered_compile: bool | None = None,
     ):
         self.fn = fn
         self.explain_recompiles = explain_recompiles
         self.first_call = _check_first_call(first_call)
+        self.tiered_compile = tiered_compile
         self._signatures: list[dict[str, str]] = []  # recompiles.describe() of each compiled signature
         self.capture_as_const = capture_as_const
         self.platform = platform
@@ -214,6 +216,7 @@ class TracedFunction:
 
     def _record_and_compile(self, key, args, kwargs, inputs, donatable, snapshot, pipeline, placements=None):
         from hlotrace import lowering, passes, runtime
+        from hlotrace.runtime import tiered
 
         name = getattr(self.fn, "__name__", "traced")
         count("recordings")
@@ -261,10 +264,16 @@ class TracedFunction:
         text = optimized.text()
         if spmd:  # every process of a multi-process mesh must compile this same module
             _spmd.agree_on_module(name, trace, text, spmd.devices)
+        upgrade = None  # a tiered first call's optimized executable, compiling meanwhile
         try:
-            executable = runtime.compile(
-                text, optimized.in_avals, optimized.out_avals, platform=self.platform, spmd=spmd or None
-            )
+            if abstract and not spmd:
+                executable, upgrade = tiered.compile_first(
+                    text, optimized.in_avals, optimized.out_avals, platform=self.platform, setting=self.tiered_compile
+                )
+            else:
+                executable = runtime.compile(
+                    text, optimized.in_avals, optimized.out_avals, platform=self.platform, spmd=spmd or None
+                )
         except BackendError as exc:
             raise BackendError(
                 f"{exc} (compiling {name}, {len(trace.records)} recorded ops, first called at "
@@ -295,12 +304,20 @@ class TracedFunction:
             self._flat_cache[(pipeline, *(k for t in inputs for k in (t.shape, t.dtype)))] = entry
             self._flat_entries.add(id(entry))
         self._last = entry
-        _dump(name, len(self._cache), entry, lowered.text(), text if pipeline else None)
+        _dump(name, len(self._cache), entry, lowered.text(), text if pipeline else None, upgrade)
         if abstract:
             # The recording ran on shapes only and left placeholders in the state it updated:
-            # put every tensor back, then run the program like any later call.
+            # put every tensor back, then run the program like any later call (on the quickly
+            # compiled executable when tiered: the next call waits for the optimized one).
             snapshot.restore()
-            return entry(inputs)
+            result = None
+            try:
+                result = entry(inputs)
+                return result
+            finally:
+                if upgrade is not None:
+                    entry.upgrade = upgrade
+                    upgrade.start(_produced_buffer(result, inputs, entry.io))
         return result
 
     def _remember_fast(self, raw_passes, args, entry: CompiledEntry) -> None:
@@ -362,14 +379,38 @@ class TracedFunction:
         """XLA's memory plan of the most recent executable, in bytes: ``temp`` (scratch),
         ``argument``, ``output``, ``alias`` (outputs written into donated inputs) and
         ``generated_code``."""
-        return self._latest().executable.memory_stats()
+        return self.executable.memory_stats()
 
     @property
     def executable(self):
-        return self._latest().executable
+        """The most recent entry's executable (the optimized one: after a tiered first call,
+        waiting for its background compile)."""
+        entry = self._latest()
+        entry.settle()
+        return entry.executable
 
     def entries(self) -> list[CompiledEntry]:
         return list(self._cache.values())
+
+
+def _produced_buffer(result, inputs, io):
+    """A device buffer the call just produced (an executable's outputs are computed
+    together), or None: an updated state tensor's, else a result Tensor's."""
+    if io is not None:
+        for i, _ in io.writes:
+            if inputs[i]._device is not None:
+                return inputs[i]._device
+    stack = [result]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Tensor):
+            if value._device is not None:
+                return value._device
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+    return None
 
 
 def _raw_environment_reader(name: str):
@@ -413,7 +454,7 @@ def _refuse_aliased_grads(inputs, grads) -> None:
         seen[id(grad)] = f"the .grad of an input of shape {owner.shape}"
 
 
-def _dump(name: str, index: int, entry: CompiledEntry, text: str, optimized: str | None) -> None:
+def _dump(name: str, index: int, entry: CompiledEntry, text: str, optimized: str | None, upgrade=None) -> None:
     directory = os.environ.get(DUMP_ENV)
     if not directory:
         return
@@ -426,7 +467,8 @@ def _dump(name: str, index: int, entry: CompiledEntry, text: str, optimized: str
         with open(f"{stem}.optimized.mlir", "w") as f:
             f.write(optimized)
     with open(f"{stem}.compiled.hlo.txt", "w") as f:
-        f.write(entry.executable.hlo_text())
+        # The optimized executable (a tiered first call's, waiting for its compile).
+        f.write(((upgrade and upgrade.result()) or entry.executable).hlo_text())
 
 
 def xla_trace(
@@ -437,6 +479,7 @@ def xla_trace(
     passes: str | None = None,
     explain_recompiles: bool | None = None,
     first_call: str | None = None,
+    tiered_compile: bool | None = None,
 ):
     """Decorator: record on the first call per input signature, then run compiled.
 
@@ -456,24 +499,24 @@ def xla_trace(
       dtypes only, then compiles and runs the executable, so its results are the compiled
       ones (much faster for real models; a value needed while recording, ``.numpy()``, is a
       TraceError). Default $HLOTRACE_FIRST_CALL, else ``"eager"``.
+    tiered_compile: with ``first_call="compiled"`` on the CPU, the first call runs an
+      executable XLA compiled quickly (LLVM -O0: ~5x faster to compile, 2-3x slower to run)
+      while the optimized one compiles in a background thread; the second call waits for
+      it and every later call runs it. The first call's results may then differ from the
+      optimized executable's in the last bits. Default $HLOTRACE_TIERED_COMPILE, else on;
+      see :mod:`hlotrace.runtime.tiered`.
     """
+    options = {
+        "capture_as_const": capture_as_const,
+        "platform": platform,
+        "passes": passes,
+        "explain_recompiles": explain_recompiles,
+        "first_call": first_call,
+        "tiered_compile": tiered_compile,
+    }
     if fn is None:
-        return functools.partial(
-            xla_trace,
-            capture_as_const=capture_as_const,
-            platform=platform,
-            passes=passes,
-            explain_recompiles=explain_recompiles,
-            first_call=first_call,
-        )
-    return TracedFunction(
-        fn,
-        capture_as_const=capture_as_const,
-        platform=platform,
-        passes=passes,
-        explain_recompiles=explain_recompiles,
-        first_call=first_call,
-    )
+        return functools.partial(xla_trace, **options)
+    return TracedFunction(fn, **options)
 
 
 # partial_trace lives in hlotrace.partial (it is built on TracedFunction); importable from here.

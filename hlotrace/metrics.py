@@ -13,7 +13,12 @@ Counters (all start at 0 and only grow until :func:`reset_metrics`):
 ``recordings``
     function calls recorded into a trace by ``xla_trace``/``partial_trace``.
 ``compiles``, ``compile_seconds``
-    XLA compilations and the seconds they took (a disk-cache hit is not a compile).
+    XLA compilations and the seconds they took (a disk-cache hit is not a compile), the
+    optimized compiles a tiered first call ran in the background included.
+``fast_compiles``, ``fast_compile_seconds``, ``background_compiles``
+    tiered first calls (``first_call="compiled"`` on the CPU, :mod:`hlotrace.runtime.tiered`):
+    the quick compiles their first call ran on and the seconds they took, and the optimized
+    compiles that ran in the background meanwhile (also counted in ``compiles``).
 ``memory_cache_hits``, ``memory_cache_misses``
     ``runtime.compile`` lookups in the in-process executable cache.
 ``disk_cache_hits``, ``disk_cache_misses``, ``disk_cache_errors``, ``disk_cache_load_seconds``
@@ -36,6 +41,9 @@ NAMES = (
     "recordings",
     "compiles",
     "compile_seconds",
+    "fast_compiles",
+    "fast_compile_seconds",
+    "background_compiles",
     "memory_cache_hits",
     "memory_cache_misses",
     "disk_cache_hits",
@@ -87,6 +95,11 @@ def metrics_report() -> str:
     rows = [
         ("recordings", f"{c['recordings']:.0f}"),
         ("compiles", f"{c['compiles']:.0f} ({c['compile_seconds']:.3f} s)"),
+        (
+            "quick first-call compiles",
+            f"{c['fast_compiles']:.0f} ({c['fast_compile_seconds']:.3f} s; "
+            f"{c['background_compiles']:.0f} optimized in the background)",
+        ),
         ("memory cache hits / misses", f"{c['memory_cache_hits']:.0f} / {c['memory_cache_misses']:.0f}"),
         (
             "disk cache hits / misses",

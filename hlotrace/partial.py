@@ -32,6 +32,7 @@ class PartialTracedFunction:
         passes: str | None = None,
         explain_recompiles: bool | None = None,
         first_call: str | None = None,
+        tiered_compile: bool | None = None,
     ):
         self.fn = fn
         options = {
@@ -39,6 +40,7 @@ class PartialTracedFunction:
             "passes": passes,
             "explain_recompiles": explain_recompiles,
             "first_call": first_call,
+            "tiered_compile": tiered_compile,
         }
         self.forward = TracedFunction(fn, **options)
         self.backward = TracedFunction(self._backward_program, **options)
@@ -113,6 +115,7 @@ def partial_trace(
     passes: str | None = None,
     explain_recompiles: bool | None = None,
     first_call: str | None = None,
+    tiered_compile: bool | None = None,
 ):
     """Decorator: compile ``fn``'s forward, and its backward as a second executable, both
     joined into eager autodiff (MegEngine's ``partial_trace``).
@@ -130,17 +133,16 @@ def partial_trace(
     A new input signature records and compiles both again. Gradients of gradients do not
     flow through it (the backward is a compiled call, not recorded ops). Under autodiff the
     function may not draw random numbers (TraceError): the backward's recomputation would
-    draw others than the forward did. ``passes``: the pass pipeline of both executables
-    (see :func:`xla_trace`).
+    draw others than the forward did. ``passes``, ``first_call``, ``tiered_compile``: as for
+    both executables of :func:`xla_trace`.
     """
+    options = {
+        "platform": platform,
+        "passes": passes,
+        "explain_recompiles": explain_recompiles,
+        "first_call": first_call,
+        "tiered_compile": tiered_compile,
+    }
     if fn is None:
-        return functools.partial(
-            partial_trace,
-            platform=platform,
-            passes=passes,
-            explain_recompiles=explain_recompiles,
-            first_call=first_call,
-        )
-    return PartialTracedFunction(
-        fn, platform=platform, passes=passes, explain_recompiles=explain_recompiles, first_call=first_call
-    )
+        return functools.partial(partial_trace, **options)
+    return PartialTracedFunction(fn, **options)

@@ -243,32 +243,67 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     >>> exe = compile(text, [Aval((4,), f32)], [Aval((4,), f32)])
     >>> exe.run([exe.to_device(0, np.ones(4, np.float32))])
     """
-    from hlotrace.runtime import jaxlib_compat
-
     if spmd is not None:  # many devices: hlotrace.distributed's plan (mesh, shardings)
         from hlotrace.runtime import spmd as spmd_runtime
 
         return spmd_runtime.compile_spmd(module_text, in_avals, out_avals, spmd, disabled_xla_passes)
     device = default_device(platform)
+    disabled_xla_passes = _passes_to_disable(module_text, platform, disabled_xla_passes)
+    key = _cache_key(module_text, in_avals, out_avals, device, disabled_xla_passes)
+    cached = _cached(key)
+    if cached is not None:
+        return cached
+    from hlotrace.runtime import tiered
+
+    if key in tiered.pending:  # compiling in the background (a tiered first call): wait for it
+        exe = tiered.pending[key].result()
+        if exe is not None:
+            return exe
+    loaded, seconds, from_disk = _load_or_compile(
+        client(platform), module_text, in_avals, out_avals, device, disabled_xla_passes
+    )
+    return _keep(key, _executable(loaded, device, in_avals, out_avals, seconds, from_disk))
+
+
+def _passes_to_disable(module_text: str, platform, disabled_xla_passes: tuple[str, ...]) -> tuple[str, ...]:
+    from hlotrace.runtime import jaxlib_compat
+
     if _BARRIER in module_text and "cse_barrier_expander" not in disabled_xla_passes:
         if jaxlib_compat.client_platform(client(platform)) == "cpu":
             # XLA:CPU expands optimization barriers right after its first CSE, which then
             # merges rematerialized ops back into the forward pass: keep the barriers.
-            disabled_xla_passes = (*disabled_xla_passes, "cse_barrier_expander")
-    key = (module_fingerprint(module_text), tuple(in_avals), tuple(out_avals), str(device), disabled_xla_passes)
+            return (*disabled_xla_passes, "cse_barrier_expander")
+    return disabled_xla_passes
+
+
+def _cache_key(module_text: str, in_avals, out_avals, device, disabled_xla_passes) -> tuple:
+    return (module_fingerprint(module_text), tuple(in_avals), tuple(out_avals), str(device), disabled_xla_passes)
+
+
+def _cached(key):
+    """The in-process cache's executable for ``key`` (a hit counted), else None (a miss counted)."""
     cached = _compile_cache.get(key)
     if cached is not None:
         _counts["memory_cache_hits"] += 1
         _compile_cache.move_to_end(key)
         return cached
     count("memory_cache_misses")
-    loaded, seconds, from_disk = _load_or_compile(
-        client(platform), module_text, in_avals, out_avals, device, disabled_xla_passes
-    )
+    return None
+
+
+def _executable(loaded, device, in_avals, out_avals, seconds: float, from_disk: bool = False) -> Executable:
+    """An Executable around a loaded executable, with its per-call paths."""
+    from hlotrace.runtime import jaxlib_compat
+
     exe = Executable(loaded, device, list(in_avals), list(out_avals), seconds, from_disk_cache=from_disk)
     shapes = [(a.shape, a.dtype) for a in out_avals]
     exe.run = jaxlib_compat.make_executor(loaded, shapes, device, counts=_counts)  # counts ``executions``
     exe._puts = [jaxlib_compat.make_host_to_device(a.shape, a.dtype, device) for a in in_avals]
+    return exe
+
+
+def _keep(key, exe: Executable) -> Executable:
+    """Put ``exe`` in the bounded in-process cache under ``key``; returns it."""
     _compile_cache[key] = exe
     while len(_compile_cache) > COMPILE_CACHE_SIZE:
         _compile_cache.popitem(last=False)
@@ -278,7 +313,7 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
 _library_versions: dict = {}
 
 
-def disk_cache_key(pjrt, module_text: str, in_avals, out_avals, device, disabled_xla_passes=()) -> dict:
+def disk_cache_key(pjrt, module_text: str, in_avals, out_avals, device, disabled_xla_passes=(), fast=False) -> dict:
     """The persistent cache's key fields for compiling ``module_text`` on ``device``."""
     from hlotrace.runtime import cache, jaxlib_compat
 
@@ -293,7 +328,7 @@ def disk_cache_key(pjrt, module_text: str, in_avals, out_avals, device, disabled
         device_kind=jaxlib_compat.device_kind(device),
         device_count=1,
         versions=dict(_library_versions),
-        compile_options=jaxlib_compat.compile_options_fingerprint(disabled_xla_passes),
+        compile_options=jaxlib_compat.compile_options_fingerprint(disabled_xla_passes, fast),
     )
 
 
@@ -304,33 +339,63 @@ def _first_line(exc: BaseException) -> str:
 
 def _load_or_compile(pjrt, module_text, in_avals, out_avals, device, disabled_xla_passes):
     """(loaded executable, seconds, whether it came from the disk cache)."""
+    fields, hit = _load_from_disk(pjrt, module_text, in_avals, out_avals, device, disabled_xla_passes)
+    if hit is not None:
+        return (*hit, True)
+    loaded, seconds = _compile_now(pjrt, module_text, device, disabled_xla_passes)
+    _counted_and_stored(loaded, seconds, fields)
+    return loaded, seconds, False
+
+
+def _load_from_disk(pjrt, module_text, in_avals, out_avals, device, disabled_xla_passes, fast=False):
+    """(the disk cache's key fields or None when it is off, (loaded, seconds) on a hit else
+    None); ``fast``: the quickly compiled executable's entry (hlotrace.runtime.tiered)."""
     from hlotrace.runtime import cache, jaxlib_compat
 
-    fields = None
-    if cache.enabled():
-        fields = disk_cache_key(pjrt, module_text, in_avals, out_avals, device, disabled_xla_passes)
-        data = cache.load(fields)
-        if data is not None:
-            start = time.perf_counter()
-            try:
-                loaded = jaxlib_compat.deserialize_executable(pjrt, data, device, disabled_xla_passes)
-            except Exception as exc:  # an entry this XLA refuses: recompile it
-                cache.reject(fields, f"XLA could not load it: {_first_line(exc)}")
-            else:
-                seconds = time.perf_counter() - start
-                cache.loaded(fields)
-                count("disk_cache_hits")
-                count("disk_cache_load_seconds", seconds)
-                return loaded, seconds, True
-        count("disk_cache_misses")
+    if not cache.enabled():
+        return None, None
+    fields = disk_cache_key(pjrt, module_text, in_avals, out_avals, device, disabled_xla_passes, fast)
+    data = cache.load(fields)
+    if data is not None:
+        start = time.perf_counter()
+        try:
+            loaded = jaxlib_compat.deserialize_executable(pjrt, data, device, disabled_xla_passes, fast)
+        except Exception as exc:  # an entry this XLA refuses: recompile it
+            cache.reject(fields, f"XLA could not load it: {_first_line(exc)}")
+        else:
+            seconds = time.perf_counter() - start
+            cache.loaded(fields)
+            count("disk_cache_hits")
+            count("disk_cache_load_seconds", seconds)
+            return fields, (loaded, seconds)
+    count("disk_cache_misses")
+    return fields, None
+
+
+def _compile_now(pjrt, module_text, device, disabled_xla_passes, fast: bool = False):
+    """(loaded executable, seconds) from XLA; nothing counted (a background thread calls it)."""
+    from hlotrace.runtime import jaxlib_compat
+
     start = time.perf_counter()
     try:
-        loaded = jaxlib_compat.compile_module(pjrt, module_text, device, disabled_xla_passes)
+        loaded = jaxlib_compat.compile_module(pjrt, module_text, device, disabled_xla_passes, fast=fast)
     except Exception as exc:  # XLA reports compile failures as plain RuntimeError/XlaRuntimeError
         raise BackendError(f"XLA failed to compile the module: {_first_line(exc)}") from exc
-    seconds = time.perf_counter() - start
+    return loaded, time.perf_counter() - start
+
+
+def _counted_and_stored(loaded, seconds: float, fields) -> None:
+    """Count an optimized compile and store it in the disk cache (``fields``: its key, or
+    None when the cache is off)."""
     count("compiles")
     count("compile_seconds", seconds)
+    _store(loaded, fields)
+
+
+def _store(loaded, fields) -> None:
+    """Store a loaded executable in the disk cache under ``fields`` (None: the cache is off)."""
+    from hlotrace.runtime import cache, jaxlib_compat
+
     if fields is not None:
         try:
             data = jaxlib_compat.serialize_executable(loaded)
@@ -338,7 +403,6 @@ def _load_or_compile(pjrt, module_text, in_avals, out_avals, device, disabled_xl
             cache.warn_once("serialize", f"an executable could not be serialized ({_first_line(exc)}); not cached")
         else:
             cache.store(fields, data)
-    return loaded, seconds, False
 
 
 def register_plugin(name: str, path) -> None:

@@ -1,0 +1,191 @@
+"""Tiered compilation for a first call that needs its results now (``first_call="compiled"``).
+
+XLA:CPU spends most of a training step's compile in LLVM. For the first call of an
+``xla_trace(first_call="compiled")`` function, :func:`compile_first` compiles the module
+quickly (``jaxlib_compat.FAST_CPU_OPTIONS``: about 5x faster to compile, 2-3x slower to run)
+and, once the first run is enqueued, the optimized compile in a background thread (it waits
+for the first run's results before compiling, so the two do not share the cores); the
+function's second call waits for it (:meth:`Upgrade.result`) and every later call runs it. The schedule is fixed, not a
+race: the first call always runs the quick executable and every other call the optimized
+one, so a program's results do not depend on how fast the machine compiled.
+
+Both executables are cached (in memory and on disk, under their own compile options), and
+the first call runs the quick one even when the optimized one is cached too: a warm cache
+makes the first call cheaper (a load instead of a compile) but never changes its results.
+On other platforms than the CPU and with ``HLOTRACE_TIERED_COMPILE=0`` (or
+``xla_trace(tiered_compile=False)``), the first call compiles once, optimized, as any call.
+
+The quick executable's results can differ from the optimized one's in the last bits (its
+loops sum in another order): tests/test_first_call.py holds every op's first call to the
+tolerance table against the optimized result, and the second call to bitwise equality.
+
+The background thread only runs XLA's compile (which releases the GIL); counting, the disk
+cache and the in-process cache are updated on the calling thread when the result is
+collected. Python waits for a compile still running at exit (a non-daemon worker).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+
+from hlotrace.errors import HlotraceError
+from hlotrace.metrics import count
+
+TIERED_ENV = "HLOTRACE_TIERED_COMPILE"
+_log = logging.getLogger("hlotrace")
+
+# In-process cache key -> Upgrade, while its optimized compile has not been collected.
+pending: dict[tuple, Upgrade] = {}
+_pool: list = []  # the one background worker, made on first use
+_warned: set[str] = set()
+
+
+def enabled(setting: bool | None = None) -> bool:
+    """``setting`` when given, else $HLOTRACE_TIERED_COMPILE (default on)."""
+    if setting is not None:
+        return bool(setting)
+    text = os.environ.get(TIERED_ENV, "").strip().lower()
+    if text in ("", "1", "on", "true", "yes"):
+        return True
+    if text in ("0", "off", "false", "no"):
+        return False
+    raise HlotraceError(f"{TIERED_ENV}={text!r}: expected 1/on or 0/off")
+
+
+def _warn_once(what: str, message: str) -> None:
+    if what not in _warned:
+        _warned.add(what)
+        _log.warning("hlotrace: %s", message)
+
+
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
+    if not _pool:
+        _pool.append(concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="hlotrace-compile"))
+    return _pool[0]
+
+
+def _compile_after(ready, compile_now, *args):
+    """The background job: wait until the first call's results are computed (``ready``, a
+    device buffer, or None), so that the first run does not share the cores with LLVM,
+    then compile."""
+    if ready is not None:
+        try:
+            ready.block_until_ready()
+        except Exception:  # a failed first run: compile anyway, the next call may succeed
+            pass
+    return compile_now(*args)
+
+
+class Upgrade:
+    """The optimized executable to compile in the background for one module: started by
+    :meth:`start` after the first call is enqueued, collected by :meth:`result`."""
+
+    def __init__(self, key, pjrt, module_text, device, disabled, in_avals, out_avals, fields):
+        self.key, self.device, self.fields = key, device, fields
+        self._compile_args = (pjrt, module_text, device, disabled)
+        self.in_avals, self.out_avals = list(in_avals), list(out_avals)
+        self.future = None
+        self.executable = None
+        self.failed = False
+
+    def start(self, ready=None) -> None:
+        """Start the optimized compile once ``ready`` (a device buffer the first call
+        produced, or None: now) is computed; a second start does nothing."""
+        from hlotrace import runtime
+
+        if self.future is None and self.executable is None and not self.failed:
+            self.future = _executor().submit(_compile_after, ready, runtime._compile_now, *self._compile_args)
+
+    def result(self):
+        """The optimized Executable (waiting for the compile, started now if it was not),
+        counted, stored in the disk cache and kept in the in-process cache; None when XLA
+        failed to compile it (warned once: the caller keeps running the quick executable)."""
+        from hlotrace import runtime
+
+        if self.executable is not None or self.failed:
+            return self.executable
+        self.start()
+        try:
+            loaded, seconds = self.future.result()
+        except Exception as exc:  # the quick compile succeeded: keep its executable
+            self.failed = True
+            pending.pop(self.key, None)
+            _warn_once(
+                "optimized",
+                f"the optimized compile of a first-called module failed ({exc}); it keeps running the "
+                f"quickly compiled executable ({TIERED_ENV}=0 compiles once, optimized)",
+            )
+            return None
+        runtime._counted_and_stored(loaded, seconds, self.fields)
+        count("background_compiles")
+        exe = runtime._executable(loaded, self.device, self.in_avals, self.out_avals, seconds)
+        self.executable = runtime._keep(self.key, exe)
+        pending.pop(self.key, None)
+        return self.executable
+
+
+def compile_first(module_text: str, in_avals, out_avals, *, platform: str | None = None, setting: bool | None = None):
+    """(executable for the first call, Upgrade or None) for one-device StableHLO text.
+
+    With tiering off (``setting``, else $HLOTRACE_TIERED_COMPILE) or on another platform
+    than the CPU: the optimized executable and None. Otherwise the quickly compiled
+    executable (``FAST_CPU_OPTIONS``; from the in-process or disk cache when it is there, so
+    that a warm cache does not change the first call's results) and the Upgrade to the
+    optimized one: at hand when cached, else compiled in a background thread once the
+    caller has enqueued the first run (:meth:`Upgrade.start`)."""
+    from hlotrace import runtime
+
+    if not enabled(setting) or runtime.platform_name(platform) != "cpu":
+        return runtime.compile(module_text, in_avals, out_avals, platform=platform), None
+    device = runtime.default_device(platform)
+    disabled = runtime._passes_to_disable(module_text, platform, ())
+    key = runtime._cache_key(module_text, in_avals, out_avals, device, disabled)
+    pjrt = runtime.client(platform)
+    args = (pjrt, module_text, in_avals, out_avals, device, disabled)
+    quick = _quick(key, *args)
+    if quick is None:  # this XLA refuses the options: one optimized compile
+        return runtime.compile(module_text, in_avals, out_avals, platform=platform), None
+    upgrade = pending.get(key)
+    if upgrade is None:
+        upgrade = Upgrade(key, pjrt, module_text, device, disabled, in_avals, out_avals, None)
+        optimized = runtime._compile_cache.get(key)
+        if optimized is None:
+            upgrade.fields, hit = runtime._load_from_disk(*args)
+            if hit is not None:
+                loaded, seconds = hit
+                exe = runtime._executable(loaded, device, in_avals, out_avals, seconds, from_disk=True)
+                optimized = runtime._keep(key, exe)
+        if optimized is None:
+            pending[key] = upgrade
+        else:
+            upgrade.executable = optimized
+    return quick, upgrade
+
+
+def _quick(key, pjrt, module_text, in_avals, out_avals, device, disabled):
+    """The quickly compiled executable: from the in-process cache, the disk cache, or XLA
+    (then stored in both); None when this XLA refuses FAST_CPU_OPTIONS (warned once)."""
+    from hlotrace import runtime
+    from hlotrace.runtime import jaxlib_compat
+
+    quick_key = (*key, "quick")
+    cached = runtime._cached(quick_key)
+    if cached is not None:
+        return cached
+    fields, hit = runtime._load_from_disk(pjrt, module_text, in_avals, out_avals, device, disabled, fast=True)
+    if hit is not None:
+        loaded, seconds = hit
+        return runtime._keep(quick_key, runtime._executable(loaded, device, in_avals, out_avals, seconds, True))
+    try:
+        loaded, seconds = runtime._compile_now(pjrt, module_text, device, disabled, fast=True)
+    except Exception as exc:
+        if not jaxlib_compat.is_unknown_option_error(exc.__cause__ or exc):
+            raise
+        _warn_once("options", f"this XLA refuses the quick-compile options ({exc}); first calls compile optimized")
+        return None
+    count("fast_compiles")
+    count("fast_compile_seconds", seconds)
+    runtime._store(loaded, fields)
+    return runtime._keep(quick_key, runtime._executable(loaded, device, in_avals, out_avals, seconds))

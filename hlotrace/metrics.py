@@ -95,11 +95,6 @@ def metrics_report() -> str:
     rows = [
         ("recordings", f"{c['recordings']:.0f}"),
         ("compiles", f"{c['compiles']:.0f} ({c['compile_seconds']:.3f} s)"),
-        (
-            "quick first-call compiles",
-            f"{c['fast_compiles']:.0f} ({c['fast_compile_seconds']:.3f} s; "
-            f"{c['background_compiles']:.0f} optimized in the background)",
-        ),
         ("memory cache hits / misses", f"{c['memory_cache_hits']:.0f} / {c['memory_cache_misses']:.0f}"),
         (
             "disk cache hits / misses",
@@ -111,6 +106,15 @@ def metrics_report() -> str:
         ("host -> device", _bytes(c["host_to_device_bytes"])),
         ("device -> host", _bytes(c["device_to_host_bytes"])),
     ]
+    if c["fast_compiles"] or c["background_compiles"]:  # tiered first calls (hlotrace.runtime.tiered)
+        rows.insert(
+            2,
+            (
+                "quick first-call compiles",
+                f"{c['fast_compiles']:.0f} ({c['fast_compile_seconds']:.3f} s; "
+                f"{c['background_compiles']:.0f} optimized in the background)",
+            ),
+        )
     rows += [(name, f"{value:g}") for name, value in c.items() if name not in NAMES]
     width = max(len(name) for name, _ in rows)
     return "\n".join(["hlotrace metrics (this process)"] + [f"  {name:<{width}}  {value}" for name, value in rows])

@@ -76,8 +76,8 @@ MUTANTS = [
     Mutant(
         id="abstract-recording-not-restored",
         file=JIT,
-        find="            # put every tensor back, then run the program like any later call.\n            snapshot.restore()\n",
-        replace="            # put every tensor back, then run the program like any later call.\n",
+        find="            # compiled executable when tiered: the next call waits for the optimized one).\n            snapshot.restore()\n",
+        replace="            # compiled executable when tiered: the next call waits for the optimized one).\n",
         why="first_call='compiled' leaves shape-only placeholders in the state the recording updated",
     ),
     Mutant(

@@ -15,7 +15,8 @@ import numpy as np
 from hlotrace import dtypes as dt
 from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
-from hlotrace.ops.random import (
+from hlotrace.ops.registry import Aval
+from hlotrace.ops.threefry import (
     KEY_PARITY,
     MANTISSA_BITS,
     ROTATIONS,
@@ -25,7 +26,6 @@ from hlotrace.ops.random import (
     span_split,
     words_per_uniform,
 )
-from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 
 

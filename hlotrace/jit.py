@@ -499,12 +499,12 @@ def xla_trace(
       dtypes only, then compiles and runs the executable, so its results are the compiled
       ones (much faster for real models; a value needed while recording, ``.numpy()``, is a
       TraceError). Default $HLOTRACE_FIRST_CALL, else ``"eager"``.
-    tiered_compile: with ``first_call="compiled"`` on the CPU, the first call runs an
-      executable XLA compiled quickly (LLVM -O0: ~5x faster to compile, 2-3x slower to run)
-      while the optimized one compiles in a background thread; the second call waits for
-      it and every later call runs it. The first call's results may then differ from the
-      optimized executable's in the last bits. Default $HLOTRACE_TIERED_COMPILE, else on;
-      see :mod:`hlotrace.runtime.tiered`.
+    tiered_compile: ``True``: with ``first_call="compiled"`` on the CPU, the first call
+      runs an executable XLA compiled quickly (LLVM -O0: ~5x faster to compile, 2-3x slower
+      to run) while the optimized one compiles in a background thread; the second call
+      waits for it and every later call runs it. The first call's results may then differ
+      from the optimized executable's in the last bits. Default $HLOTRACE_TIERED_COMPILE,
+      else off; see :mod:`hlotrace.runtime.tiered`.
     """
     options = {
         "capture_as_const": capture_as_const,

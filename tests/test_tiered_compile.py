@@ -1,5 +1,5 @@
-"""Tiered compilation of a ``first_call="compiled"`` function (hlotrace.runtime.tiered): the
-first call runs a quickly compiled executable while the optimized one compiles in the
+"""Tiered compilation of a ``first_call="compiled"`` function (hlotrace.runtime.tiered, opt-in):
+the first call runs a quickly compiled executable while the optimized one compiles in the
 background; the second call waits for it and every later call runs it.
 
 Every op's first call under tiering is checked against the optimized result in
@@ -30,7 +30,7 @@ def fresh_process(monkeypatch, tmp_path):
     monkeypatch.setattr(runtime, "_compile_cache", collections.OrderedDict())
     monkeypatch.setattr(tiered, "pending", {})
     monkeypatch.setattr(tiered, "_warned", set())
-    monkeypatch.delenv(tiered.TIERED_ENV, raising=False)
+    monkeypatch.setenv(tiered.TIERED_ENV, "1")  # opt-in: these tests turn it on for every function
     cache.set_directory(tmp_path / "cache")
     reset_metrics()
     yield
@@ -165,14 +165,23 @@ def test_a_warm_cache_loads_both_executables_and_changes_no_result(monkeypatch):
             assert a.tobytes() == b.tobytes()
 
 
-@pytest.mark.parametrize("how", ["argument", "environment"])
-def test_tiering_can_be_turned_off(how, monkeypatch):
-    if how == "environment":
+@pytest.mark.parametrize("how", ["default", "argument", "environment"])
+def test_tiering_is_off_by_default_and_when_turned_off(how, monkeypatch):
+    if how == "default":
+        monkeypatch.delenv(tiered.TIERED_ENV)
+        train(steps=2)
+    elif how == "environment":
         monkeypatch.setenv(tiered.TIERED_ENV, "0")
         train(steps=2)
     else:
         train(steps=2, tiered_compile=False)
     assert metrics()["fast_compiles"] == 0 and metrics()["compiles"] == 1
+
+
+def test_the_argument_turns_it_on_without_the_environment(monkeypatch):
+    monkeypatch.delenv(tiered.TIERED_ENV)
+    train(steps=2, tiered_compile=True)
+    assert metrics()["fast_compiles"] == 1 and metrics()["background_compiles"] == 1
 
 
 def test_a_bad_switch_value_is_an_error(monkeypatch):

@@ -1,23 +1,26 @@
-"""Tiered compilation for a first call that needs its results now (``first_call="compiled"``).
+"""Tiered compilation, opt-in, for a first call that needs its results now
+(``xla_trace(first_call="compiled", tiered_compile=True)`` or ``HLOTRACE_TIERED_COMPILE=1``).
 
-XLA:CPU spends most of a training step's compile in LLVM. For the first call of an
-``xla_trace(first_call="compiled")`` function, :func:`compile_first` compiles the module
-quickly (``jaxlib_compat.FAST_CPU_OPTIONS``: about 5x faster to compile, 2-3x slower to run)
-and, once the first run is enqueued, the optimized compile in a background thread (it waits
-for the first run's results before compiling, so the two do not share the cores); the
-function's second call waits for it (:meth:`Upgrade.result`) and every later call runs it. The schedule is fixed, not a
-race: the first call always runs the quick executable and every other call the optimized
-one, so a program's results do not depend on how fast the machine compiled.
+XLA:CPU spends most of a training step's compile in LLVM. :func:`compile_first` compiles
+the module quickly for the first call (``jaxlib_compat.FAST_CPU_OPTIONS``: about 5x faster
+to compile, 2-3x slower to run) and, once the first run is enqueued, the optimized
+executable in a background thread (it waits for the first run's results before compiling,
+so the two do not share the cores); the function's second call waits for it
+(:meth:`Upgrade.result`) and every later call runs it. The schedule is fixed, not a race:
+the first call always runs the quick executable and every other call the optimized one, so
+a program's results do not depend on how fast the machine compiled.
 
 Both executables are cached (in memory and on disk, under their own compile options), and
 the first call runs the quick one even when the optimized one is cached too: a warm cache
 makes the first call cheaper (a load instead of a compile) but never changes its results.
-On other platforms than the CPU and with ``HLOTRACE_TIERED_COMPILE=0`` (or
-``xla_trace(tiered_compile=False)``), the first call compiles once, optimized, as any call.
 
-The quick executable's results can differ from the optimized one's in the last bits (its
-loops sum in another order): tests/test_first_call.py holds every op's first call to the
-tolerance table against the optimized result, and the second call to bitwise equality.
+Why opt-in: the quick executable's results can differ from the optimized one's in the last
+bits (its loops sum in another order), so a tiered step's first update differs slightly
+from an untiered one's; and a warm cache's first call runs the slower quick executable
+(measured in BENCHMARKS.md: the CNN step's cold first call 2x faster, its warm one ~0.3 s
+slower). By default, and on other platforms than the CPU, the first call compiles once,
+optimized, as any call. tests/test_first_call.py holds every op's tiered first call to the
+tolerance table against the optimized result, and its second call to bitwise equality.
 
 The background thread only runs XLA's compile (which releases the GIL); counting, the disk
 cache and the in-process cache are updated on the calling thread when the result is
@@ -43,13 +46,13 @@ _warned: set[str] = set()
 
 
 def enabled(setting: bool | None = None) -> bool:
-    """``setting`` when given, else $HLOTRACE_TIERED_COMPILE (default on)."""
+    """``setting`` when given, else $HLOTRACE_TIERED_COMPILE (default off)."""
     if setting is not None:
         return bool(setting)
     text = os.environ.get(TIERED_ENV, "").strip().lower()
-    if text in ("", "1", "on", "true", "yes"):
+    if text in ("1", "on", "true", "yes"):
         return True
-    if text in ("0", "off", "false", "no"):
+    if text in ("", "0", "off", "false", "no"):
         return False
     raise HlotraceError(f"{TIERED_ENV}={text!r}: expected 1/on or 0/off")
 
@@ -129,7 +132,7 @@ class Upgrade:
 def compile_first(module_text: str, in_avals, out_avals, *, platform: str | None = None, setting: bool | None = None):
     """(executable for the first call, Upgrade or None) for one-device StableHLO text.
 
-    With tiering off (``setting``, else $HLOTRACE_TIERED_COMPILE) or on another platform
+    With tiering off (``setting``, else $HLOTRACE_TIERED_COMPILE; the default) or on another platform
     than the CPU: the optimized executable and None. Otherwise the quickly compiled
     executable (``FAST_CPU_OPTIONS``; from the in-process or disk cache when it is there, so
     that a warm cache does not change the first call's results) and the Upgrade to the

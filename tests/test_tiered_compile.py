@@ -93,7 +93,8 @@ def train(steps=3, first_call="compiled", tiered_compile=None, convention="holde
     return losses, [p.numpy().copy() for p in net.parameters()], step
 
 
-def test_the_first_call_runs_quick_and_every_later_call_the_optimized_executable():
+def make_step():
+    """(a fresh AdamW step, its arguments)."""
     nn.init.seed(0)
     net = MLP()
     opt = optim.AdamW(net.parameters(), lr=1e-2)
@@ -108,6 +109,11 @@ def test_the_first_call_runs_quick_and_every_later_call_the_optimized_executable
         opt.step().clear_grad()
         return loss
 
+    return step, (x, y, net, opt, gm)
+
+
+def test_the_first_call_runs_quick_and_every_later_call_the_optimized_executable():
+    step, (x, y, net, opt, gm) = make_step()
     step(x, y, net, opt, gm)
     entry = step.entries()[0]
     assert metrics()["fast_compiles"] == 1 and entry.upgrade is not None
@@ -163,6 +169,20 @@ def test_a_warm_cache_loads_both_executables_and_changes_no_result(monkeypatch):
         assert run[0] == cold[0]
         for a, b in zip(run[1], cold[1], strict=True):
             assert a.tobytes() == b.tobytes()
+
+
+def test_an_optimized_entry_gone_from_the_disk_before_the_second_call_is_compiled_then(monkeypatch):
+    step, args = make_step()
+    cold = [float(step(*args).numpy()) for _ in range(3)]
+    forget_in_process(monkeypatch)  # a new process: both entries on disk
+    step, args = make_step()
+    losses = [float(step(*args).numpy())]
+    upgrade = step.entries()[0].upgrade
+    assert upgrade.on_disk and metrics()["compiles"] == 1  # found, not loaded yet, nothing compiled
+    (cache.directory() / (cache.entry_key(upgrade.fields) + cache.SUFFIX)).unlink()  # evicted meanwhile
+    losses += [float(step(*args).numpy()) for _ in range(2)]
+    assert metrics()["compiles"] == 2 and step.entries()[0].upgrade is None
+    assert losses == cold  # the same quick then optimized programs: bitwise the cold run
 
 
 @pytest.mark.parametrize("how", ["default", "argument", "environment"])

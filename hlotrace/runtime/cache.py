@@ -212,6 +212,14 @@ def load(fields: dict) -> bytes | None:
     return payload
 
 
+def contains(fields: dict) -> bool:
+    """Whether an entry for ``fields`` exists (not read or checked: :func:`load` does that)."""
+    root = directory()
+    if root is None or str(root) in _unusable:
+        return False
+    return (root / (entry_key(fields) + SUFFIX)).is_file()
+
+
 def loaded(fields: dict) -> None:
     """Count a hit and mark the entry as just used (its mtime: eviction goes by it)."""
     root = directory()

@@ -35,6 +35,7 @@ import os
 
 from hlotrace.errors import HlotraceError
 from hlotrace.metrics import count
+from hlotrace.runtime import cache
 
 TIERED_ENV = "HLOTRACE_TIERED_COMPILE"
 _log = logging.getLogger("hlotrace")
@@ -92,23 +93,38 @@ class Upgrade:
         self.future = None
         self.executable = None
         self.failed = False
+        self.on_disk = False  # the disk cache has it: loaded by result(), nothing compiled
 
     def start(self, ready=None) -> None:
         """Start the optimized compile once ``ready`` (a device buffer the first call
         produced, or None: now) is computed; a second start does nothing."""
         from hlotrace import runtime
 
-        if self.future is None and self.executable is None and not self.failed:
+        if self.future is None and self.executable is None and not self.failed and not self.on_disk:
             self.future = _executor().submit(_compile_after, ready, runtime._compile_now, *self._compile_args)
 
     def result(self):
-        """The optimized Executable (waiting for the compile, started now if it was not),
-        counted, stored in the disk cache and kept in the in-process cache; None when XLA
-        failed to compile it (warned once: the caller keeps running the quick executable)."""
+        """The optimized Executable (waiting for the compile, started now if it was not; or
+        loaded from the disk cache), counted, stored in the disk cache and kept in the
+        in-process cache; None when XLA failed to compile it (warned once: the caller keeps
+        running the quick executable)."""
         from hlotrace import runtime
 
         if self.executable is not None or self.failed:
             return self.executable
+        if self.on_disk:
+            self.on_disk = False
+            pjrt, module_text, device, disabled = self._compile_args
+            self.fields, hit = runtime._load_from_disk(
+                pjrt, module_text, self.in_avals, self.out_avals, device, disabled
+            )
+            if hit is not None:
+                loaded, seconds = hit
+                exe = runtime._executable(loaded, device, self.in_avals, self.out_avals, seconds, from_disk=True)
+                self.executable = runtime._keep(self.key, exe)
+                pending.pop(self.key, None)
+                return self.executable
+            # The entry went (evicted, or rejected as corrupted): compile it now.
         self.start()
         try:
             loaded, seconds = self.future.result()
@@ -153,17 +169,13 @@ def compile_first(module_text: str, in_avals, out_avals, *, platform: str | None
     upgrade = pending.get(key)
     if upgrade is None:
         upgrade = Upgrade(key, pjrt, module_text, device, disabled, in_avals, out_avals, None)
-        optimized = runtime._compile_cache.get(key)
-        if optimized is None:
-            upgrade.fields, hit = runtime._load_from_disk(*args)
-            if hit is not None:
-                loaded, seconds = hit
-                exe = runtime._executable(loaded, device, in_avals, out_avals, seconds, from_disk=True)
-                optimized = runtime._keep(key, exe)
-        if optimized is None:
+        upgrade.executable = runtime._compile_cache.get(key)
+        if upgrade.executable is None:
+            # On disk: loaded by the second call (off the first call's path); else compiled
+            # in the background after the first run.
+            upgrade.fields = runtime.disk_cache_key(*args) if cache.enabled() else None
+            upgrade.on_disk = upgrade.fields is not None and cache.contains(upgrade.fields)
             pending[key] = upgrade
-        else:
-            upgrade.executable = optimized
     return quick, upgrade
 
 

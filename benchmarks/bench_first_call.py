@@ -13,6 +13,7 @@ alternate; each call blocks on its loss.
 Issue target: eager / compiled >= 3 on the CPU (met tiered; untiered, XLA's compile bounds it).
 
     .venv/bin/python -m benchmarks.bench_first_call [--repeat N]
+    .venv/bin/python -m benchmarks.bench_first_call --cold-warm   # a second process, with the disk cache
 """
 
 from __future__ import annotations
@@ -95,21 +96,80 @@ def _first_call(first_call: str, images, labels, tiered: bool = True) -> tuple[f
     return first, compile_s, second, background
 
 
+def _data():
+    import hlotrace as ht
+
+    rng = np.random.default_rng(0)
+    images = ht.tensor(rng.standard_normal((BATCH, CHANNELS, SIZE, SIZE)).astype(np.float32))
+    labels = ht.tensor(rng.integers(0, CLASSES, BATCH).astype(np.int32))
+    return images, labels
+
+
+def cold_and_warm(warm_runs: int = 3) -> None:
+    """A fresh process's first call (``first_call="compiled"``), cold then warm on one new
+    cache directory, untiered and tiered: what the persistent cache saves a second process."""
+    import os
+    import subprocess
+    import tempfile
+
+    rows = []
+    for tiered in (False, True):
+        for startup in (True, False):
+            directory = tempfile.mkdtemp(prefix="hlotrace-cache-")
+            env = dict(os.environ, HLOTRACE_CACHE_DIR=directory)
+            argv = [sys.executable, "-m", "benchmarks.bench_first_call", "--one", "tiered" if tiered else "untiered"]
+            if not startup:
+                argv.append("--after-startup")
+            times = []
+            for _ in range(1 + warm_runs):
+                out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+                times.append(float(out.split()[-1]))
+            cold, warm = times[0], times[1:]
+            rows.append(
+                [
+                    "tiered" if tiered else "untiered (the default)",
+                    "included" if startup else "before the timer",
+                    fmt_time(cold),
+                    " / ".join(fmt_time(t) for t in warm),
+                    " / ".join(f"{t / cold:.2f}" for t in warm),
+                ]
+            )
+    print_table(
+        ["first_call='compiled'", "process start-up", "cold", "warm (each a new process)", "warm / cold"],
+        rows,
+        title=(
+            "a fresh process's first call, cold then warm on one new cache directory (target warm/cold <= 0.3); "
+            "start-up: importing jax and making the PJRT client, hlotrace's lowering and pass modules"
+        ),
+    )
+
+
 def main(argv: list[str] | None = None) -> dict:
     argv = main_args(argv)
+    if "--one" in argv:  # one first call in this process (cold_and_warm's subprocess)
+        if "--after-startup" in argv:  # the PJRT client made and hlotrace's modules imported first
+            import hlotrace.lowering.rules
+            import hlotrace.passes  # noqa: F401
+            from hlotrace import runtime
+
+            runtime.client()
+        images, labels = _data()
+        first = _first_call("compiled", images, labels, argv[argv.index("--one") + 1] == "tiered")[0]
+        print(f"first call {first}")
+        return {}
     repeat = int_option(argv, "--repeat", REPEAT)
     print_header(
         f"first call of a 3-conv CNN step (batch {BATCH} of {CHANNELS}x{SIZE}x{SIZE}, AdamW)",
         "benchmarks.bench_first_call",
         argv,
     )
-    import hlotrace as ht
     from hlotrace.runtime import cache
 
+    if "--cold-warm" in argv:
+        cold_and_warm()
+        return {}
     cache.set_directory("off")
-    rng = np.random.default_rng(0)
-    images = ht.tensor(rng.standard_normal((BATCH, CHANNELS, SIZE, SIZE)).astype(np.float32))
-    labels = ht.tensor(rng.integers(0, CLASSES, BATCH).astype(np.int32))
+    images, labels = _data()
     candidates = {
         'first_call="eager"': ("eager", False),
         'first_call="compiled"': ("compiled", False),

@@ -57,14 +57,15 @@ def data(seed=0):
     )
 
 
-def train(steps=3, first_call="compiled", tiered_compile=None, convention="holders"):
-    """(losses, final parameters, the traced step) of ``steps`` AdamW steps."""
+def make_step(first_call="compiled", tiered_compile=None, convention="holders"):
+    """(a fresh AdamW step, its positional and keyword arguments, the module): the module,
+    optimizer and GradManager as arguments (``holders``), or as keywords with the parameters
+    as a list beside the module and a dict result (``keywords``)."""
     nn.init.seed(0)
     net = MLP()
     opt = optim.AdamW(net.parameters(), lr=1e-2)
     gm = GradManager().attach(net.parameters())
     x, y = data()
-
     if convention == "holders":
 
         @xla_trace(first_call=first_call, tiered_compile=tiered_compile)
@@ -75,45 +76,36 @@ def train(steps=3, first_call="compiled", tiered_compile=None, convention="holde
             opt.step().clear_grad()
             return loss
 
-        losses = [float(step(x, y, net, opt, gm).numpy()) for _ in range(steps)]
-    else:  # keywords, the parameters passed as a list beside the module
+        return step, (x, y, net, opt, gm), {}, net
 
-        @xla_trace(first_call=first_call, tiered_compile=tiered_compile)
-        def step(*, batch, model, params, opt, gm):
-            with gm:
-                loss = F.cross_entropy(model(batch[0]), batch[1])
-                gm.backward(loss)
-            opt.step().clear_grad()
-            return {"loss": loss, "norm": F.sum(params[0] * params[0])}
+    @xla_trace(first_call=first_call, tiered_compile=tiered_compile)
+    def keyword_step(*, batch, model, params, opt, gm):
+        with gm:
+            loss = F.cross_entropy(model(batch[0]), batch[1])
+            gm.backward(loss)
+        opt.step().clear_grad()
+        return {"loss": loss, "norm": F.sum(params[0] * params[0])}
 
-        params = list(net.parameters())
-        losses = [
-            float(step(batch=(x, y), model=net, params=params, opt=opt, gm=gm)["loss"].numpy()) for _ in range(steps)
-        ]
+    return (
+        keyword_step,
+        (),
+        {"batch": (x, y), "model": net, "params": list(net.parameters()), "opt": opt, "gm": gm},
+        net,
+    )
+
+
+def train(steps=3, first_call="compiled", tiered_compile=None, convention="holders"):
+    """(losses, final parameters, the traced step) of ``steps`` AdamW steps."""
+    step, args, kwargs, net = make_step(first_call, tiered_compile, convention)
+    losses = []
+    for _ in range(steps):
+        result = step(*args, **kwargs)
+        losses.append(float((result["loss"] if isinstance(result, dict) else result).numpy()))
     return losses, [p.numpy().copy() for p in net.parameters()], step
 
 
-def make_step():
-    """(a fresh AdamW step, its arguments)."""
-    nn.init.seed(0)
-    net = MLP()
-    opt = optim.AdamW(net.parameters(), lr=1e-2)
-    gm = GradManager().attach(net.parameters())
-    x, y = data()
-
-    @xla_trace(first_call="compiled")
-    def step(x, y, net, opt, gm):
-        with gm:
-            loss = F.cross_entropy(net(x), y)
-            gm.backward(loss)
-        opt.step().clear_grad()
-        return loss
-
-    return step, (x, y, net, opt, gm)
-
-
 def test_the_first_call_runs_quick_and_every_later_call_the_optimized_executable():
-    step, (x, y, net, opt, gm) = make_step()
+    step, (x, y, net, opt, gm), _, _ = make_step()
     step(x, y, net, opt, gm)
     entry = step.entries()[0]
     assert metrics()["fast_compiles"] == 1 and entry.upgrade is not None
@@ -172,10 +164,10 @@ def test_a_warm_cache_loads_both_executables_and_changes_no_result(monkeypatch):
 
 
 def test_an_optimized_entry_gone_from_the_disk_before_the_second_call_is_compiled_then(monkeypatch):
-    step, args = make_step()
+    step, args, _, _ = make_step()
     cold = [float(step(*args).numpy()) for _ in range(3)]
     forget_in_process(monkeypatch)  # a new process: both entries on disk
-    step, args = make_step()
+    step, args, _, _ = make_step()
     losses = [float(step(*args).numpy())]
     upgrade = step.entries()[0].upgrade
     assert upgrade.on_disk and metrics()["compiles"] == 1  # found, not loaded yet, nothing compiled

@@ -133,8 +133,8 @@ class Upgrade:
             pending.pop(self.key, None)
             _warn_once(
                 "optimized",
-                f"the optimized compile of a first-called module failed ({exc}); it keeps running the "
-                f"quickly compiled executable ({TIERED_ENV}=0 compiles once, optimized)",
+                f"the optimized compile of a first-called module failed ({exc}); its function keeps running "
+                f"the quickly compiled executable",
             )
             return None
         runtime._counted_and_stored(loaded, seconds, self.fields)

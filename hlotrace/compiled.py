@@ -13,10 +13,11 @@ late inputs are donated.
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass, field
 from operator import is_
 
-from hlotrace.tensor import from_device_buffer
+from hlotrace.tensor import Tensor, from_device_buffer
 from hlotrace.trace import Trace
 
 
@@ -165,3 +166,39 @@ def donation(trace: Trace, num_inputs: int, io: StateIO) -> dict[int, int]:
     for k, o in io.late_writes:
         donate[first_late + k] = o
     return donate
+
+
+def produced_buffer(result, inputs, io: StateIO | None):
+    """A device buffer the call just produced (an executable's outputs are computed
+    together), or None: an updated state tensor's, else a result Tensor's."""
+    if io is not None:
+        for i, _ in io.writes:
+            if inputs[i]._device is not None:
+                return inputs[i]._device
+    stack = [result]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Tensor):
+            if value._device is not None:
+                return value._device
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+    return None
+
+
+def write_dump(directory: str, stem: str, entry: CompiledEntry, text: str, optimized: str | None, upgrade=None):
+    """$HLOTRACE_DUMP_TO's files for one compiled entry: ``{stem}.trace.json``, the lowered
+    and optimized StableHLO, and XLA's optimized HLO (a tiered first call's optimized
+    executable, waiting for its compile)."""
+    os.makedirs(directory, exist_ok=True)
+    stem = os.path.join(directory, stem)
+    entry.trace.save(f"{stem}.trace.json")
+    with open(f"{stem}.stablehlo.mlir", "w") as f:
+        f.write(text)
+    if optimized is not None:  # after the pass pipeline; each pass's output is in {stem}.passes/
+        with open(f"{stem}.optimized.mlir", "w") as f:
+            f.write(optimized)
+    with open(f"{stem}.compiled.hlo.txt", "w") as f:
+        f.write(((upgrade and upgrade.result()) or entry.executable).hlo_text())

@@ -30,7 +30,7 @@ from hlotrace.arguments import (
     output_structure,
     wrap_arrays,
 )
-from hlotrace.compiled import CompiledEntry, donation, state_outputs
+from hlotrace.compiled import CompiledEntry, donation, produced_buffer, state_outputs, write_dump
 from hlotrace.distributed import hooks as _spmd
 from hlotrace.errors import BackendError, TraceError
 from hlotrace.metrics import count
@@ -304,7 +304,10 @@ class TracedFunction:
             self._flat_cache[(pipeline, *(k for t in inputs for k in (t.shape, t.dtype)))] = entry
             self._flat_entries.add(id(entry))
         self._last = entry
-        _dump(name, len(self._cache), entry, lowered.text(), text if pipeline else None, upgrade)
+        if dump_to := os.environ.get(DUMP_ENV):
+            write_dump(
+                dump_to, f"{name}.{len(self._cache)}", entry, lowered.text(), text if pipeline else None, upgrade
+            )
         if abstract:
             # The recording ran on shapes only and left placeholders in the state it updated:
             # put every tensor back, then run the program like any later call (on the quickly
@@ -317,7 +320,7 @@ class TracedFunction:
             finally:
                 if upgrade is not None:
                     entry.upgrade = upgrade
-                    upgrade.start(_produced_buffer(result, inputs, entry.io))
+                    upgrade.start(produced_buffer(result, inputs, entry.io))
         return result
 
     def _remember_fast(self, raw_passes, args, entry: CompiledEntry) -> None:
@@ -393,26 +396,6 @@ class TracedFunction:
         return list(self._cache.values())
 
 
-def _produced_buffer(result, inputs, io):
-    """A device buffer the call just produced (an executable's outputs are computed
-    together), or None: an updated state tensor's, else a result Tensor's."""
-    if io is not None:
-        for i, _ in io.writes:
-            if inputs[i]._device is not None:
-                return inputs[i]._device
-    stack = [result]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, Tensor):
-            if value._device is not None:
-                return value._device
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-    return None
-
-
 def _raw_environment_reader(name: str):
     """A fast reader of one environment variable's raw value (bytes on POSIX, else str; None
     when unset), read anew on every call: a C-level dict lookup, no Python frame
@@ -452,23 +435,6 @@ def _refuse_aliased_grads(inputs, grads) -> None:
                 f"Give each tensor its own .grad (e.g. g.detach() * 1) at {user_location(4)}"
             )
         seen[id(grad)] = f"the .grad of an input of shape {owner.shape}"
-
-
-def _dump(name: str, index: int, entry: CompiledEntry, text: str, optimized: str | None, upgrade=None) -> None:
-    directory = os.environ.get(DUMP_ENV)
-    if not directory:
-        return
-    os.makedirs(directory, exist_ok=True)
-    stem = os.path.join(directory, f"{name}.{index}")
-    entry.trace.save(f"{stem}.trace.json")
-    with open(f"{stem}.stablehlo.mlir", "w") as f:
-        f.write(text)
-    if optimized is not None:  # after the pass pipeline; each pass's output is in {stem}.passes/
-        with open(f"{stem}.optimized.mlir", "w") as f:
-            f.write(optimized)
-    with open(f"{stem}.compiled.hlo.txt", "w") as f:
-        # The optimized executable (a tiered first call's, waiting for its compile).
-        f.write(((upgrade and upgrade.result()) or entry.executable).hlo_text())
 
 
 def xla_trace(

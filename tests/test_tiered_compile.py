@@ -242,6 +242,25 @@ def test_another_function_compiling_the_same_module_waits_instead_of_compiling_a
     assert f.entries()[0].executable is g.entries()[0].executable
 
 
+def test_finished_background_compiles_do_not_pile_up_in_pending():
+    functions = []
+    for k in range(3):  # three modules, each called once: nobody collects their compiles
+        f = xla_trace(lambda a, k=k: F.exp(a) * float(k + 2), first_call="compiled")
+        f(ht.tensor(np.ones(4, np.float32)))
+        functions.append(f)
+    for upgrade in list(tiered.pending.values()):
+        upgrade.future.result()  # finished
+    last = xla_trace(lambda a: F.tanh(a), first_call="compiled")
+    last(ht.tensor(np.ones(4, np.float32)))
+    assert list(tiered.pending) == [last.entries()[0].upgrade.key]  # only the one just started
+    assert metrics()["background_compiles"] == 3
+    for f in functions:  # collected into the in-process cache; their next call switches to it
+        entry = f.entries()[0]
+        assert runtime._compile_cache[entry.upgrade.key] is entry.upgrade.executable
+        f(ht.tensor(np.ones(4, np.float32)))
+        assert entry.upgrade is None and entry.executable in runtime._compile_cache.values()
+
+
 def test_inspection_reports_the_optimized_executable():
     @xla_trace(first_call="compiled")
     def f(a):

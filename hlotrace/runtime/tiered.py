@@ -168,6 +168,7 @@ def compile_first(module_text: str, in_avals, out_avals, *, platform: str | None
         return runtime.compile(module_text, in_avals, out_avals, platform=platform), None
     upgrade = pending.get(key)
     if upgrade is None:
+        _collect_finished()
         upgrade = Upgrade(key, pjrt, module_text, device, disabled, in_avals, out_avals, None)
         upgrade.executable = runtime._compile_cache.get(key)
         if upgrade.executable is None:
@@ -177,6 +178,14 @@ def compile_first(module_text: str, in_avals, out_avals, *, platform: str | None
             upgrade.on_disk = upgrade.fields is not None and cache.contains(upgrade.fields)
             pending[key] = upgrade
     return quick, upgrade
+
+
+def _collect_finished() -> None:
+    """Collect the background compiles that finished (their functions may never be called a
+    second time): each then lives in the bounded in-process cache and on disk, not in
+    ``pending``, which therefore holds at most the compiles still running."""
+    for upgrade in [u for u in pending.values() if u.future is not None and u.future.done()]:
+        upgrade.result()
 
 
 def _quick(key, pjrt, module_text, in_avals, out_avals, device, disabled):

@@ -17,7 +17,8 @@ import os
 from dataclasses import dataclass, field
 from operator import is_
 
-from hlotrace.tensor import Tensor, from_device_buffer
+from hlotrace.arguments import output_structure
+from hlotrace.tensor import from_device_buffer
 from hlotrace.trace import Trace
 
 
@@ -171,21 +172,9 @@ def donation(trace: Trace, num_inputs: int, io: StateIO) -> dict[int, int]:
 def produced_buffer(result, inputs, io: StateIO | None):
     """A device buffer the call just produced (an executable's outputs are computed
     together), or None: an updated state tensor's, else a result Tensor's."""
-    if io is not None:
-        for i, _ in io.writes:
-            if inputs[i]._device is not None:
-                return inputs[i]._device
-    stack = [result]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, Tensor):
-            if value._device is not None:
-                return value._device
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-    return None
+    tensors = [inputs[i] for i, _ in io.writes] if io is not None else []
+    output_structure(result, tensors)
+    return next((t._device for t in tensors if t._device is not None), None)
 
 
 def write_dump(directory: str, stem: str, entry: CompiledEntry, text: str, optimized: str | None, upgrade=None):

@@ -316,7 +316,6 @@ class TracedFunction:
             result = None
             try:
                 result = entry(inputs)
-                return result
             finally:
                 if upgrade is not None:
                     entry.upgrade = upgrade

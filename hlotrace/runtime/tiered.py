@@ -86,8 +86,9 @@ class Upgrade:
     """The optimized executable to compile in the background for one module: started by
     :meth:`start` after the first call is enqueued, collected by :meth:`result`."""
 
-    def __init__(self, key, pjrt, module_text, device, disabled, in_avals, out_avals, fields):
-        self.key, self.device, self.fields = key, device, fields
+    def __init__(self, key, pjrt, module_text, device, disabled, in_avals, out_avals):
+        self.key, self.device = key, device
+        self.fields = None  # the disk cache's key (None: the cache is off)
         self._compile_args = (pjrt, module_text, device, disabled)
         self.in_avals, self.out_avals = list(in_avals), list(out_avals)
         self.future = None
@@ -119,11 +120,7 @@ class Upgrade:
                 pjrt, module_text, self.in_avals, self.out_avals, device, disabled
             )
             if hit is not None:
-                loaded, seconds = hit
-                exe = runtime._executable(loaded, device, self.in_avals, self.out_avals, seconds, from_disk=True)
-                self.executable = runtime._keep(self.key, exe)
-                pending.pop(self.key, None)
-                return self.executable
+                return self._adopt(*hit, from_disk=True)
             # The entry went (evicted, or rejected as corrupted): compile it now.
         self.start()
         try:
@@ -139,7 +136,13 @@ class Upgrade:
             return None
         runtime._counted_and_stored(loaded, seconds, self.fields)
         count("background_compiles")
-        exe = runtime._executable(loaded, self.device, self.in_avals, self.out_avals, seconds)
+        return self._adopt(loaded, seconds)
+
+    def _adopt(self, loaded, seconds: float, from_disk: bool = False):
+        """Keep the optimized executable (in-process cache, no longer pending); returns it."""
+        from hlotrace import runtime
+
+        exe = runtime._executable(loaded, self.device, self.in_avals, self.out_avals, seconds, from_disk)
         self.executable = runtime._keep(self.key, exe)
         pending.pop(self.key, None)
         return self.executable
@@ -169,7 +172,7 @@ def compile_first(module_text: str, in_avals, out_avals, *, platform: str | None
     upgrade = pending.get(key)
     if upgrade is None:
         _collect_finished()
-        upgrade = Upgrade(key, pjrt, module_text, device, disabled, in_avals, out_avals, None)
+        upgrade = Upgrade(key, pjrt, module_text, device, disabled, in_avals, out_avals)
         upgrade.executable = runtime._compile_cache.get(key)
         if upgrade.executable is None:
             # On disk: loaded by the second call (off the first call's path); else compiled

@@ -35,7 +35,7 @@ MUTANTS = [
         id="second-call-races-the-compile",
         file=COMPILED,
         find="        if self.upgrade is not None:\n            self.settle()\n",
-        replace="        if self.upgrade is not None and self.upgrade.done():\n            self.settle()\n",
+        replace="        if self.upgrade is not None and self.upgrade.future is not None and self.upgrade.future.done():\n            self.settle()\n",
         why="a call switches only if the compile happens to be done: which calls run quick depends on timing",
     ),
     Mutant(

@@ -252,7 +252,7 @@ class TracedFunction:
         lowered = lowering.lower_trace(
             trace,
             name=name,
-            donate=donation(trace, len(inputs), io),
+            donate=donation(trace, len(inputs), io, pair_by_aval=not spmd),
             spmd=spmd or None,
             platform=runtime.platform_name(self.platform),  # its platform-scoped rules win
         )

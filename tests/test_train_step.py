@@ -85,6 +85,41 @@ def test_state_is_written_back_into_the_same_objects_and_old_buffers_are_donated
     assert "tf.aliasing_output" in step.stablehlo_text
 
 
+def test_outputs_reuse_the_donated_buffers_as_jax_jit_pairs_them():
+    """Each output, in order, reuses the first unused donated buffer of its shape and dtype
+    (jax.jit's pairing; with every state tensor aliased to its own new value XLA:CPU ran
+    bench_train's step 1.2x slower): the scalar loss takes the first step count's buffer, and
+    every updated state tensor's old buffer is still consumed (the hyper-parameters, read
+    only, keep theirs)."""
+    from hlotrace.compiled import donation
+
+    net, opt, gm = _setup()
+    step = xla_trace(_step)
+    x, y = _batch(0)
+    step(x, y, net=net, opt=opt, gm=gm)
+    step(x, y, net=net, opt=opt, gm=gm)
+    state = list(net.parameters()) + list(opt._trace_state()[1])
+    old = [t._device for t in state]
+    loss = step(x, y, net=net, opt=opt, gm=gm)
+    written = [t._device is not b for t, b in zip(state, old, strict=True)]
+    assert sum(written) == 8 + 4 * 3, "parameters (listed twice), and each one's step count, m and v"
+    assert [jaxlib_compat.buffer_is_deleted(b) for b in old] == written, "an updated tensor's old buffer was kept"
+    assert np.isfinite(loss.numpy())
+    entry = step._latest()
+    trace, io = entry.trace, entry.io
+    num_inputs = len(trace.inputs) - len(io.grad_inputs) - len(entry.late)
+    own = donation(trace, num_inputs, io, pair_by_aval=False)
+    paired = donation(trace, num_inputs, io)
+    assert own == {i: o for i, o in io.writes if i in own}
+    assert sorted(paired) == sorted(own), "the same inputs are donated"
+    assert sorted(paired.values()) != sorted(own.values()) and 0 in paired.values()
+    for i, o in paired.items():
+        assert trace.aval(trace.inputs[i]) == trace.aval(trace.outputs[o])
+    first_scalar = min(i for i in own if trace.aval(trace.inputs[i]).shape == ())
+    assert paired[first_scalar] == 0, "the loss reuses the first scalar state buffer"
+    assert f"%arg{first_scalar}: tensor<f32> {{tf.aliasing_output = 0 : i32}}" in step.stablehlo_text
+
+
 def test_a_detached_copy_of_a_parameter_survives_the_donation_of_its_buffer():
     net, opt, gm = _setup()
     step = xla_trace(_step)

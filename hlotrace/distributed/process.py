@@ -47,6 +47,9 @@ class _State:
         self.client = None
         self.compiles = 0  # modules compiled for meshes that span processes (in lock-step)
         self.closing = False
+        # Set by _shutdown: wakes the watchdog, which then returns (see _shutdown).
+        self.stop = threading.Event()
+        self.watchdog: threading.Thread | None = None
 
 
 _STATE = _State()
@@ -148,7 +151,8 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     _STATE.args, _STATE.process_id, _STATE.num_processes = (address, n, pid), pid, n
     _STATE.client, _STATE.timeout_s = client, wait
     runtime.set_distributed(client, pid, n)
-    threading.Thread(target=_watch_peers, name="hlotrace-dist-watchdog", daemon=True).start()
+    _STATE.watchdog = threading.Thread(target=_watch_peers, name="hlotrace-dist-watchdog", daemon=True)
+    _STATE.watchdog.start()
     _install_excepthook()
     atexit.register(_shutdown)
 
@@ -267,8 +271,7 @@ def _watch_peers() -> None:
     from hlotrace.runtime import jaxlib_dist
 
     me = f"{_FAILED}{_STATE.process_id}"
-    while not _STATE.closing:
-        time.sleep(_POLL_S)
+    while not _STATE.stop.wait(_POLL_S):
         try:
             entries = jaxlib_dist.kv_dir(_STATE.client, _FAILED)
         except Exception:
@@ -304,6 +307,13 @@ def _shutdown() -> None:
     from hlotrace.runtime import jaxlib_dist
 
     _STATE.closing = True
+    # The watchdog must be out of jaxlib before the interpreter finalizes: a daemon thread
+    # that returns from a C++ call (its kv_dir, with the GIL released) during finalization
+    # is ended by a forced unwind, which nanobind's catch-all swallows, and glibc aborts the
+    # process ("FATAL: exception not rethrown", SIGABRT) after its work is done.
+    _STATE.stop.set()
+    if _STATE.watchdog is not None and _STATE.watchdog is not threading.current_thread():
+        _STATE.watchdog.join(_STATE.timeout_s)
     sys.stdout.flush()
     try:
         jaxlib_dist.shutdown(_STATE.client)  # waits for every process to get here

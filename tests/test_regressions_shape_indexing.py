@@ -105,3 +105,30 @@ def test_shape_samples_are_not_near_constant(x):
     # array from s.arrays with one value, and a getitem rule without its reverse passed.
     finite = x[np.isfinite(x) & ~((x == 0) & np.signbit(x))]
     assert len(np.unique(finite)) == finite.size
+
+
+def test_a_captured_negative_zero_is_not_rewritten_into_an_iota():
+    # Seed 219497072: XLA folded take_along_axis of a captured [-0.0, 1.0, -1.0, 0.0] at [0, 1]
+    # into the constant [-0.0, 1.0], which equals an iota under ==, and replaced it by one:
+    # +0.0 where NumPy keeps -0.0.
+    sample = OpSample(
+        (np.array([-0.0, 1.0, -1.0, 0.0], np.float32), np.array([0, 1], np.int32)), {"axis": 0}, captured=[0, 1]
+    )
+    check_op(OPS["take_along_axis"], sample)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("shape", [(), (1,), (2,), (2, 2)])
+def test_captured_data_keeps_the_sign_of_zero(dtype, shape):
+    # The same rewrite on the captured constant itself: [-0.0, 1.0] came back [+0.0, 1.0].
+    data = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    data.flat[0] = -0.0
+    data = data.astype(ht.dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    captured = ht.tensor(data)
+    traced = xla_trace(lambda: captured, capture_as_const=True)
+    traced()
+    result = traced().numpy()  # compiled
+    assert result.shape == data.shape and result.dtype == data.dtype
+    wide = result.astype(np.float64)
+    np.testing.assert_array_equal(wide, data.astype(np.float64))
+    np.testing.assert_array_equal(np.signbit(wide), np.signbit(data.astype(np.float64)))

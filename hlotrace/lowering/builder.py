@@ -121,7 +121,7 @@ def _lower(trace: Trace, name, donate, spmd) -> LoweredModule:
             env: dict[int, ir.Value] = dict(zip(trace.inputs, block.arguments, strict=True))
             for var_id, value in trace.constants.items():
                 with ir.Location.name(f"const%{var_id}"):
-                    env[var_id] = hlo.constant(value, value.dtype, value.shape)
+                    env[var_id] = hlo.data_constant(value)  # -0.0 kept from XLA's iota rewrite
             for index, record in enumerate(trace.records):
                 _lower_record(trace, index, record, env, spmd)
             func.ReturnOp([env[v] for v in trace.outputs])

@@ -128,6 +128,34 @@ def hidden_from_folding(value: ir.Value) -> ir.Value:
     return stablehlo.OptimizationBarrierOp([value]).results[0]
 
 
+def data_constant(array: np.ndarray) -> ir.Value:
+    """A constant holding user data exactly, -0.0 included.
+
+    XLA replaces a constant that equals an iota by the iota, comparing elements with ``==``,
+    and folds ops on constants into new constants first: a captured ``[-0.0, 1.0]`` came back
+    ``[+0.0, 1.0]``, and so did ``take_along_axis`` of ``[-0.0, 1.0, -1.0, 0.0]`` at
+    ``[0, 1]`` (seed 219497072). A floating-point array holding a -0.0 is therefore emitted
+    as its bit pattern (an integer constant, which is no float iota), behind an optimization
+    barrier so that XLA cannot fold the conversion back, then bitcast to its dtype."""
+    dtype = np.dtype(array.dtype)
+    if dtype not in dt.FLOATING or array.size == 0:
+        return constant(array, dtype, array.shape)
+    wide = np.asarray(array, dtype=np.float64)
+    negative_zero = (wide == 0) & np.signbit(wide)
+    if not np.any(negative_zero) or (wide.size > 1 and np.all(negative_zero)):
+        # No -0.0, or all of it -0.0 (no iota; a slice of it stayed -0.0 when probed): a
+        # plain constant, which the simplify pass can read (x + -0.0 is x).
+        return constant(array, dtype, array.shape)
+    bits = np.array(array, order="C").view(np.dtype(f"int{8 * dtype.itemsize}"))  # keeps 0-d
+    if dtype.itemsize == 2:  # no int16 constants here: int32 values, narrowed exactly
+        hidden = hidden_from_folding(constant(bits.astype(np.int32), dt.int32, bits.shape))
+        i16 = ir.RankedTensorType.get(list(bits.shape), ir.IntegerType.get_signless(16))
+        hidden = stablehlo.ConvertOp(i16, hidden).result
+    else:
+        hidden = hidden_from_folding(constant(bits, bits.dtype, bits.shape))
+    return stablehlo.BitcastConvertOp(tensor_type(array.shape, dtype), hidden).result
+
+
 def is_zero_constant(value: ir.Value, sign: float = 1.0) -> bool:
     """Whether ``value`` is a splat constant zero of ``sign``: +0 (or 0 / False, which
     convert to +0.0) for ``sign=1.0``, -0.0 for ``sign=-1.0``."""

@@ -157,4 +157,22 @@ MUTANTS = [
         replace="""        return""",
         why="the builder skips MLIR's verifier, so an invalid op reaches XLA instead of a LoweringError",
     ),
+    Mutant(
+        id="captured-data-plain-constant",
+        file=BUILDER,
+        find="env[var_id] = hlo.data_constant(value)",
+        replace="env[var_id] = hlo.constant(value, value.dtype, value.shape)",
+        why="captured data is a plain constant: XLA rewrites a captured [-0.0, 1.0] (or what it folds "
+        "into one) as an iota, +0.0 where NumPy keeps -0.0 (seed 219497072)",
+        ops=("take_along_axis",),
+    ),
+    Mutant(
+        id="data-constant-bits-foldable",
+        file=HLO,
+        find="        hidden = hidden_from_folding(constant(bits, bits.dtype, bits.shape))\n",
+        replace="        hidden = constant(bits, bits.dtype, bits.shape)\n",
+        why="the bit pattern of 32- and 64-bit data is not behind a barrier: XLA folds the bitcast back "
+        "into a float constant and rewrites it as an iota",
+        ops=("take_along_axis",),
+    ),
 ]

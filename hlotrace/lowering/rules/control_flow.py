@@ -53,7 +53,7 @@ def lower_region(region, name: str, args) -> list[ir.Value]:
         if var_id not in env and var_id in constants:
             value = constants[var_id]
             with ir.Location.name(f"{prefix}/const%{var_id}"):
-                env[var_id] = hlo.constant(value, value.dtype, value.shape)
+                env[var_id] = hlo.data_constant(value)  # as the builder's (-0.0 kept)
     view = _RegionView(region, prefix)
     for index, record in enumerate(region.records):
         _lower_record(view, index, record, env)

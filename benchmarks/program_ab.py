@@ -58,12 +58,10 @@ def _aliases(hlo_text: str) -> dict[int, int]:
 
 def _runner(loaded, device):
     """A call of ``loaded`` that feeds its aliased outputs back as the next call's inputs."""
-    import jax
-
     from hlotrace.runtime import jaxlib_compat
 
     text = jaxlib_compat.compiled_hlo_text(loaded)
-    buffers = [jax.device_put(a, device) for a in _input_arrays(text)]
+    buffers = [jaxlib_compat.make_host_to_device(a.shape, a.dtype, device)(a) for a in _input_arrays(text)]
     aliases = _aliases(text)
     execute = loaded.execute_sharded
 
@@ -94,36 +92,33 @@ def _hlotrace_executable(own_aliasing: bool):
             step(x, y, net=net, opt=opt, gm=gm)
     finally:
         jit_module.donation = donation
-    return step.executable.loaded, net
+    return step.executable, net
 
 
-def _jax_executable(net, device):
-    import jax
-
+def _jax_executable(net, client, device):
+    """bench_train's jax step, lowered by jax and compiled by ``client`` (hlotrace's)."""
     from benchmarks import bench_train
     from hlotrace.runtime import jaxlib_compat
 
     weights = [(layer.weight.numpy().copy(), layer.bias.numpy().copy()) for layer in (net.fc1, net.fc2, net.fc3)]
-    state, hyper = bench_train._jax_state(weights, lambda a: jax.device_put(a, device))
+    state, hyper = bench_train._jax_state(weights, np.asarray)
     x = np.zeros((bench_train.BATCH, bench_train.SIZES[0]), np.float32)
     y = np.zeros(bench_train.BATCH, np.int32)
     text = bench_train._jax_step().lower(*state, hyper, x, y).as_text()
-    return jaxlib_compat.compile_module(jaxlib_compat.get_client("cpu"), text, device)
+    return jaxlib_compat.compile_module(client, text, device)
 
 
 def main(argv: list[str] | None = None) -> dict:
     argv = main_args(argv)
     repeat = int_option(argv, "--repeat", REPEAT)
     print_header("program A/B: bench_train's MLP step, executables alone", "benchmarks.program_ab", argv)
-    import jax
-
-    device = jax.devices()[0]
     ours, net = _hlotrace_executable(own_aliasing=False)
     own, _ = _hlotrace_executable(own_aliasing=True)
+    device = ours.device  # hlotrace's client (its own CPU client when HLOTRACE_CPU_DEVICES asks for one)
     calls = {
-        "hlotrace (jax.jit's pairing)": _runner(ours, device),
-        "hlotrace (own aliasing)": _runner(own, device),
-        "jax.jit's program": _runner(_jax_executable(net, device), device),
+        "hlotrace (jax.jit's pairing)": _runner(ours.loaded, device),
+        "hlotrace (own aliasing)": _runner(own.loaded, device),
+        "jax.jit's program": _runner(_jax_executable(net, ours.loaded.client, device), device),
     }
     for call in calls.values():
         for _ in range(5):

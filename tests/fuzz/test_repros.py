@@ -57,6 +57,8 @@ EXPLAINED = {
     "abs_of_square_dropped": (XLA_DISAGREEMENT, "the interpreter agrees with eager"),
     # x / c for a float64 constant c near 9e307: XLA multiplies by 1 / c, a subnormal it
     # flushes to 0, so 9e307 / 9e307 is 0 (jax.jit too; with c an argument it is 1).
+    # The one -0.0 in c was made +0.0 in the seventh session: captured data holding a -0.0 is
+    # now lowered behind a barrier (hlo.data_constant), which XLA cannot fold into 1 / c.
     "divide_by_constant_reciprocal": (XLA_DISAGREEMENT, "the interpreter agrees with eager"),
     # var of int32 near 2**24 computes in float32, where it cancels: [2**24 + 9, + 11, + 13]
     # has the exact variance 8/3, NumPy's 4.0 and XLA's 16/3 (it divides the sum by 3 as a

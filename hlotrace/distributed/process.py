@@ -46,8 +46,7 @@ class _State:
         self.service = None
         self.client = None
         self.compiles = 0  # modules compiled for meshes that span processes (in lock-step)
-        self.closing = False
-        # Set by _shutdown: wakes the watchdog, which then returns (see _shutdown).
+        # Set by _shutdown (the process is closing): wakes the watchdog, which then returns.
         self.stop = threading.Event()
         self.watchdog: threading.Thread | None = None
 
@@ -277,7 +276,7 @@ def _watch_peers() -> None:
         except Exception:
             continue
         for key, message in entries:
-            if not key.endswith(me) and not _STATE.closing:
+            if not key.endswith(me) and not _STATE.stop.is_set():
                 who = key.rsplit("/", 1)[-1]
                 sys.stderr.write(
                     f"hlotrace.distributed: process {who} failed, so process {_STATE.process_id} stops too. "
@@ -306,7 +305,6 @@ def _install_excepthook() -> None:
 def _shutdown() -> None:
     from hlotrace.runtime import jaxlib_dist
 
-    _STATE.closing = True
     # The watchdog must be out of jaxlib before the interpreter finalizes: a daemon thread
     # that returns from a C++ call (its kv_dir, with the GIL released) during finalization
     # is ended by a forced unwind, which nanobind's catch-all swallows, and glibc aborts the

@@ -138,11 +138,8 @@ def data_constant(array: np.ndarray) -> ir.Value:
     as its bit pattern (an integer constant, which is no float iota), behind an optimization
     barrier so that XLA cannot fold the conversion back, then bitcast to its dtype."""
     dtype = np.dtype(array.dtype)
-    if dtype not in dt.FLOATING or array.size == 0:
-        return constant(array, dtype, array.shape)
-    wide = np.asarray(array, dtype=np.float64)
-    negative_zero = (wide == 0) & np.signbit(wide)
-    if not np.any(negative_zero) or (wide.size > 1 and np.all(negative_zero)):
+    negative_zero = (array == 0) & np.signbit(array) if dtype in dt.FLOATING else None
+    if negative_zero is None or not negative_zero.any() or (array.size > 1 and negative_zero.all()):
         # No -0.0, or all of it -0.0 (no iota; a slice of it stayed -0.0 when probed): a
         # plain constant, which the simplify pass can read (x + -0.0 is x).
         return constant(array, dtype, array.shape)

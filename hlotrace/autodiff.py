@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from hlotrace import dtypes as dt
 from hlotrace import functional as F
 from hlotrace.errors import OpError
-from hlotrace.ops.registry import BACKWARD_DEPTH, NOT_DIFFERENTIABLE, TAPES, OpDef
+from hlotrace.ops.registry import BACKWARD_DEPTH, NOT_DIFFERENTIABLE, TAPES, OpDef, current_recorder
 from hlotrace.source import SourceLocation
 from hlotrace.tensor import Tensor, tensor
 from hlotrace.versions import structure_changed
@@ -170,6 +170,40 @@ def _node_cotangents(node: _Node, cts: dict) -> tuple | None:
     return grads
 
 
+def distinct(grads, taken: set[int]) -> list:
+    """``grads`` with each one a Tensor object of its own: one whose id is in ``taken`` (a
+    tensor the caller holds, or a gradient already handed out) is replaced by a fresh object
+    holding the same value. ``taken`` gains the ids handed out.
+
+    A VJP may pass one cotangent object on unchanged (add's to both operands, or the ``dy``
+    the user gave), so without this ``a.grad is b.grad`` or ``x.grad is dy``, and an in-place
+    callback (``g *= 0.5``) or ``x.grad *= 2`` would change two tensors at once."""
+    out = []
+    for g in grads:
+        if g is not None:
+            if id(g) in taken:
+                g = _fresh(g)
+            taken.add(id(g))
+        out.append(g)
+    return out
+
+
+def _fresh(g: Tensor) -> Tensor:
+    """A new Tensor object with ``g``'s value: the same recorded value while recording and
+    the same tape key under outer tapes (no op is recorded). Host arrays are read-only, so
+    sharing one is a copy; a device buffer is not shared (a compiled step that donates one
+    owner's buffer would delete the other's): the new tensor takes its host value."""
+    out = object.__new__(Tensor)
+    out._host = g._host if g._device is None else g.numpy()
+    out._device, out._origin, out._grad = None, g._origin, None
+    recorder = current_recorder()
+    if recorder is not None:
+        recorder.alias(out, g)
+    for tape in TAPES:
+        tape.assign(out, g)
+    return out
+
+
 def _accumulate(cts: dict, key: int, g: Tensor) -> None:
     previous = cts.get(key)
     cts[key] = g if previous is None else previous + g
@@ -239,6 +273,7 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool
             raise OpError(f"grad: the function must return a scalar floating-point Tensor, got {got}")
         grads = tape.backward([value], [F.ones_like(value)], keys)
         grads = [g if g is not None else F.zeros_like(args[i]) for g, i in zip(grads, positions, strict=True)]
+        grads = distinct(grads, {id(value), *(id(a) for a in args)})
         out = grads[0] if isinstance(argnums, int) else tuple(grads)
         return ((value, aux), out) if has_aux else (value, out)
 
@@ -270,7 +305,8 @@ def vjp(fn: Callable, *primals: Tensor):
 
     def vjp_fn(*cts):
         grads = tape.backward(list(outs), list(cts), keys)
-        return tuple(g if g is not None else F.zeros_like(p) for g, p in zip(grads, primals, strict=True))
+        grads = [g if g is not None else F.zeros_like(p) for g, p in zip(grads, primals, strict=True)]
+        return tuple(distinct(grads, {id(t) for t in (*outs, *cts, *primals)}))
 
     return out, vjp_fn
 
@@ -363,11 +399,22 @@ class GradManager:
         tape.stop()
         try:
             grads = tape.backward(ys, dys, self._keys)
+            # Every .grad its own object, never one the caller holds (y, dy, a parameter, an
+            # existing .grad), so in-place callbacks and updates touch one gradient only.
+            taken = {id(t) for t in (*ys, *dys, *self._attached)}
+            taken.update(id(p._grad) for p in self._attached if p._grad is not None)
+            grads = distinct(grads, taken)
             for p, g in zip(self._attached, grads, strict=True):
                 if g is None:
                     continue
+                given = g
                 for callback in self._callbacks[id(p)]:
                     g = callback(p, g)
-                p.grad = g if p.grad is None else p.grad + g
+                if g is not given:
+                    (g,) = distinct([g], taken)
+                if p._grad is None:
+                    p.grad = g
+                else:  # accumulated into the same object, as PyTorch and MegEngine do
+                    p._grad._assign(p._grad + g)
         finally:
             self._tape = None

@@ -32,6 +32,9 @@ class StateIO:
     donated: tuple[int, ...] = ()  # inputs among ``writes`` whose old buffer the executable consumes
     grad_writes: tuple[tuple[int, int | None], ...] = ()  # (input, output or None: grad unset)
     late_writes: tuple[tuple[int, int], ...] = ()  # (late input index, output) updated in place
+    # Inputs whose .grad object the step accumulated into (a second backward): the new value
+    # goes into that same object, as eagerly; any other written .grad is a new object.
+    grad_kept: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -113,8 +116,14 @@ class CompiledEntry:
         for i, o in io.writes:
             tensor = inputs[i]
             tensor._device, tensor._host = outs[o], None
-        for i, o in io.grad_writes:
-            inputs[i].grad = None if o is None else _from_device(outs[o])
+        if io.grad_writes:
+            kept = io.grad_kept
+            for i, o in io.grad_writes:
+                if i in kept:
+                    grad = inputs[i]._grad
+                    grad._device, grad._host = outs[o], None
+                else:
+                    inputs[i].grad = None if o is None else _from_device(outs[o])
         for i, o in io.late_writes:
             tensor = late[i]
             tensor._device, tensor._host = outs[o], None
@@ -133,7 +142,7 @@ def state_outputs(recorder, inputs, donatable, grad_inputs, snapshot, outputs) -
     ``donatable``: input positions holding a holder's state (their old buffers are donated
     when written; an argument that is only an argument keeps its buffer, which the caller may
     share with other tensors)."""
-    writes, donated, grad_writes, late_writes = [], [], [], []
+    writes, donated, grad_writes, late_writes, grad_kept = [], [], [], [], []
     for i, t in enumerate(inputs):
         if id(t) in recorder.assigned:
             writes.append((i, len(outputs)))
@@ -146,13 +155,17 @@ def state_outputs(recorder, inputs, donatable, grad_inputs, snapshot, outputs) -
             if before is not None:
                 grad_writes.append((i, None))
         elif after is not before or id(after) in recorder.assigned:
+            if after is before:
+                grad_kept.append(i)
             grad_writes.append((i, len(outputs)))
             outputs.append(after)
     for k, t in enumerate(recorder.late_inputs):
         if id(t) in recorder.assigned:
             late_writes.append((k, len(outputs)))
             outputs.append(t)
-    return StateIO(grad_inputs, tuple(writes), tuple(donated), tuple(grad_writes), tuple(late_writes))
+    return StateIO(
+        grad_inputs, tuple(writes), tuple(donated), tuple(grad_writes), tuple(late_writes), frozenset(grad_kept)
+    )
 
 
 def donation(trace: Trace, num_inputs: int, io: StateIO, *, pair_by_aval: bool = True) -> dict[int, int]:

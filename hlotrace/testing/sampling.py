@@ -54,15 +54,17 @@ class DtypePin:
 
     dtype: np.dtype | None
     offered: list = field(default_factory=list)
+    force: bool = False
 
 
 _PIN: contextvars.ContextVar[DtypePin | None] = contextvars.ContextVar("hlotrace_dtype_pin", default=None)
 
 
 @contextlib.contextmanager
-def pinned_dtype(dtype):
-    """Within this block, ``dtypes(choices)`` draws ``dtype`` when ``choices`` admit it."""
-    pin = DtypePin(None if dtype is None else np.dtype(dtype))
+def pinned_dtype(dtype, force=False):
+    """Within this block, ``dtypes(choices)`` draws ``dtype`` when ``choices`` admit it, or
+    always with ``force`` (``hlotrace rules --matrix`` probes what the op itself refuses)."""
+    pin = DtypePin(None if dtype is None else np.dtype(dtype), force=force)
     token = _PIN.set(pin)
     try:
         yield pin
@@ -81,7 +83,7 @@ def dtypes(choices=ALL):
     pin = _PIN.get()
     if pin is not None:
         pin.offered.append(choices)
-        if pin.dtype is not None and pin.dtype in choices:  # (np.dtype == None is float64's test)
+        if pin.dtype is not None and (pin.force or pin.dtype in choices):  # (np.dtype == None is float64's test)
             return st.just(pin.dtype)
     return st.sampled_from(choices)
 

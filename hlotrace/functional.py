@@ -181,9 +181,14 @@ def one_hot(labels, num_classes, dtype="float32"):
     return apply(_op("one_hot"), labels, num_classes=num_classes, dtype=dtype)
 
 
-def clip(x, min=None, max=None):  # noqa: A002  (NumPy's and PyTorch's names)
+def clip(x, min=None, max=None, *, lower=None, upper=None):  # noqa: A002  (NumPy's and PyTorch's names)
     """Clip to the scalar bounds [min, max] (either may be None); NaN propagates and
-    min > max gives max (NumPy). Tensor bounds: use maximum/minimum."""
+    min > max gives max (NumPy). Tensor bounds: use maximum/minimum. ``lower``/``upper``
+    are MegEngine's names for ``min``/``max``."""
+    if lower is not None or upper is not None:
+        if min is not None or max is not None:
+            raise TypeError("clip: give the bounds as min/max or as lower/upper, not both")
+        min, max = lower, upper  # noqa: A001
     return apply(_op("clip"), x, min=min, max=max)
 
 
@@ -258,41 +263,23 @@ def _check_reduction(name, reduction, *tensors):
         raise _composite_error(name, f"unknown reduction {reduction!r} (expected one of {_REDUCTIONS})", *tensors)
 
 
-def cross_entropy(logits, labels, axis=-1, reduction="mean"):
-    """Softmax cross-entropy of ``logits`` against integer class ``labels``.
+def cross_entropy(logits, labels, axis=-1, reduction="mean", weight=None, ignore_index=-100, label_smoothing=0.0):
+    """Softmax cross-entropy of ``logits`` against integer class ``labels`` (PyTorch's
+    options; a composite, see :mod:`hlotrace.losses`).
 
     ``labels`` has ``logits``' shape without ``axis`` (the class axis). The loss of each
     example is ``-log_softmax(logits)[label]``, picked with a ``where`` on
     ``one_hot(labels)`` (not a product: a -inf log-probability of another class stays out
-    of it). A label outside ``[0, num_classes)`` selects nothing: that example's loss is 0
-    and it still counts in the mean. ``reduction``: "mean" (over examples), "sum" or "none".
+    of it). A label equal to ``ignore_index`` (-100, PyTorch's default; None for none) gives
+    0 and is left out of the mean; any other label outside ``[0, num_classes)`` selects
+    nothing: that example's loss is 0 and it still counts in the mean. ``weight`` (one per
+    class) scales each example's loss by its label's weight and makes "mean" the weighted
+    mean ``sum(loss) / sum(weight[label])``. ``label_smoothing`` ε mixes in the uniform
+    distribution: ``(1 - ε)·nll + ε/C·sum_c(-weight[c]·log p_c)``. Float ``labels`` of
+    ``logits``' shape are class probabilities (soft targets). ``reduction``: "mean" (over
+    examples), "sum" or "none".
     """
-    logits, labels = _as_tensor(logits), _as_tensor(labels)
-    _check_reduction("cross_entropy", reduction, logits, labels)
-    if labels.dtype.kind != "i":
-        raise _composite_error(
-            "cross_entropy", f"labels must be integer class indices, got {labels.dtype}", logits, labels
-        )
-    if logits.ndim == 0:
-        raise _composite_error("cross_entropy", "logits need a class axis (rank >= 1)", logits, labels)
-    if not -logits.ndim <= axis < logits.ndim:
-        raise _composite_error("cross_entropy", f"axis {axis} is out of bounds for rank {logits.ndim}", logits, labels)
-    axis %= logits.ndim
-    expected = logits.shape[:axis] + logits.shape[axis + 1 :]
-    if labels.shape != expected:
-        raise _composite_error(
-            "cross_entropy",
-            f"labels of shape {labels.shape} do not match logits without axis {axis}: {expected}",
-            logits,
-            labels,
-        )
-    log_probs = log_softmax(logits, axis=axis)
-    hot = one_hot(labels, logits.shape[axis], dtype="bool")
-    if axis != logits.ndim - 1:
-        hot = moveaxis_last_to(hot, axis)
-    # Negated before the sum, so that an example whose label selects nothing gets +0.0.
-    picked = where(hot, negative(log_probs), 0.0)
-    return _reduce_loss(sum(picked, axis=axis), reduction)
+    return _losses._cross_entropy(logits, labels, axis, reduction, weight, ignore_index, label_smoothing)
 
 
 def moveaxis_last_to(x, axis):
@@ -352,6 +339,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None):
 
 
 # -- families whose public functions live beside their OpDefs (each ops file's __all__) ----
+from hlotrace import losses as _losses  # noqa: E402
+from hlotrace.losses import *  # noqa: E402, F403
+from hlotrace.megengine_names import *  # noqa: E402, F403
+from hlotrace.nn_functional import *  # noqa: E402, F403
 from hlotrace.ops.activation import *  # noqa: E402, F403
 from hlotrace.ops.barrier import *  # noqa: E402, F403
 from hlotrace.ops.bitwise import *  # noqa: E402, F403

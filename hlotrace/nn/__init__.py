@@ -7,9 +7,10 @@
 ['0.weight', '0.bias', '2.weight', '2.bias']
 """
 
-from hlotrace.nn import activation, attention, conv, dropout, init, normalization, pooling, sparse
+from hlotrace.nn import activation, attention, containers, conv, dropout, init, normalization, pooling, sparse
 from hlotrace.nn.activation import *  # noqa: F403
 from hlotrace.nn.attention import *  # noqa: F403
+from hlotrace.nn.containers import *  # noqa: F403
 from hlotrace.nn.conv import *  # noqa: F403
 from hlotrace.nn.dropout import *  # noqa: F403
 from hlotrace.nn.layers import Identity, Linear, ReLU, Sequential
@@ -30,6 +31,7 @@ __all__ = [
     "init",
     *activation.__all__,
     *attention.__all__,
+    *containers.__all__,
     *conv.__all__,
     *dropout.__all__,
     *normalization.__all__,

@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hlotrace.errors import HlotraceError
-from hlotrace.ops.registry import MODULE_PATH
+from hlotrace.errors import HlotraceError, TraceError
+from hlotrace.ops.registry import MODULE_PATH, current_recorder
 from hlotrace.tensor import Parameter, Tensor, tensor
 from hlotrace.versions import structure_changed
 
@@ -58,6 +58,8 @@ class Module:
     def __init__(self):
         # name -> kind, in first-assignment order (one order across all kinds).
         object.__setattr__(self, "_members", {})
+        # names of the buffers registered with persistent=False (kept out of state_dict)
+        object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
 
     # -- registration -------------------------------------------------------------------
@@ -87,6 +89,8 @@ class Module:
             )
         else:
             new_kind = None
+        if new_kind != _BUFFER:
+            self.__dict__.get("_non_persistent", set()).discard(name)
         if new_kind is None:
             members.pop(name, None)
         elif kind != new_kind:
@@ -98,13 +102,19 @@ class Module:
 
     def __delattr__(self, name: str) -> None:
         if self._member_table().pop(name, None) is not None:
+            self.__dict__.get("_non_persistent", set()).discard(name)
             structure_changed()
         object.__delattr__(self, name)
 
-    def register_buffer(self, name: str, value: Tensor | None) -> None:
-        """Register non-trainable state (saved in ``state_dict``, not in ``parameters()``).
+    def register_buffer(self, name: str, value: Tensor | None, persistent: bool = True) -> None:
+        """Register non-trainable state (in ``buffers()``, not in ``parameters()``).
+
+        A persistent buffer is saved by ``state_dict``; ``persistent=False`` keeps it out
+        (a cached mask, a position table rebuilt by ``__init__``). Both kinds are state of a
+        compiled step alike: read as inputs, written back when updated in place.
 
         >>> self.register_buffer("running_mean", ht.tensor(np.zeros(16, np.float32)))
+        >>> self.register_buffer("causal_mask", mask, persistent=False)
         """
         if not isinstance(name, str) or not name or "." in name:
             raise HlotraceError(f"register_buffer: bad buffer name {name!r} (a non-empty name without '.')")
@@ -118,6 +128,10 @@ class Module:
         if name not in members and name in self.__dict__:
             raise HlotraceError(f"register_buffer({name!r}): the module already has an attribute of that name")
         members[name] = _BUFFER
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
         structure_changed()
         object.__setattr__(self, name, value)
 
@@ -240,8 +254,18 @@ class Module:
             name = next((n for n, m in parent.named_children() if m is self), name)
         MODULE_PATH.append(name)
         _CALLING.append(self)
+        recorder = current_recorder()
+        if recorder is not None:  # its training flag is baked in (hlotrace.captures)
+            recorder.called_modules.setdefault(id(self), self)
         try:
             return self.forward(*args, **kwargs)
+        except TraceError as exc:
+            hint = None if parent is None or name != type(self).__name__ else _unregistered_hint(parent, self)
+            if hint is None or getattr(exc, "_unregistered_hint", False):
+                raise
+            explained = TraceError(f"{exc} {hint}")
+            explained._unregistered_hint = True
+            raise explained from exc
         finally:
             _CALLING.pop()
             MODULE_PATH.pop()
@@ -250,12 +274,22 @@ class Module:
     def _named_state(self) -> list[tuple[str, Tensor]]:
         return [*self.named_parameters(), *self.named_buffers()]
 
+    def _persistent_state(self) -> list[tuple[str, Tensor]]:
+        """:meth:`_named_state` without the buffers registered with ``persistent=False``."""
+        transient = {
+            id(module.__dict__.get(name))
+            for module in self.modules()
+            for name in module.__dict__.get("_non_persistent", ())
+        }
+        return [(name, t) for name, t in self._named_state() if id(t) not in transient]
+
     def state_dict(self) -> dict[str, np.ndarray]:
-        """``{name: NumPy copy}`` of every parameter, then every buffer.
+        """``{name: NumPy copy}`` of every parameter, then every persistent buffer; keys as
+        PyTorch's (``"blocks.0.fc.weight"``).
 
         >>> ht.save(model.state_dict(), "model.npz")
         """
-        return {name: np.array(t.numpy(), copy=True) for name, t in self._named_state()}
+        return {name: np.array(t.numpy(), copy=True) for name, t in self._persistent_state()}
 
     def load_state_dict(self, state_dict: dict, strict: bool = True) -> IncompatibleKeys:
         """Copy values from ``state_dict`` into the existing parameters and buffers, in place.
@@ -267,7 +301,7 @@ class Module:
 
         >>> model.load_state_dict(ht.load("model.npz"))
         """
-        own = dict(self._named_state())
+        own = dict(self._persistent_state())
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
@@ -328,3 +362,19 @@ class Module:
             return f"{type(self).__name__}({extra})"
         head = f"{type(self).__name__}({extra}" if extra else f"{type(self).__name__}("
         return head + "\n" + "\n".join(lines) + "\n)"
+
+
+def _unregistered_hint(parent: Module, child: Module) -> str | None:
+    """Why ``child``'s parameters are not state: it sits in a plain list/tuple/dict attribute
+    of ``parent`` (a Python container registers nothing), or None when it does not."""
+    for attr, value in parent.__dict__.items():
+        values = value.values() if isinstance(value, dict) else value if isinstance(value, list | tuple) else ()
+        if any(v is child for v in values):
+            kind = "dict" if isinstance(value, dict) else type(value).__name__
+            container = "nn.ModuleDict" if isinstance(value, dict) else "nn.ModuleList"
+            return (
+                f"The {type(child).__name__} that uses it is kept in {type(parent).__name__}.{attr}, a plain "
+                f"Python {kind} of modules, which registers no parameters (so passing the module does not pass "
+                f"them): wrap it as self.{attr} = {container}(...)."
+            )
+    return None

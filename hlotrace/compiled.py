@@ -21,6 +21,7 @@ from operator import is_
 from hlotrace.arguments import output_structure
 from hlotrace.tensor import from_device_buffer
 from hlotrace.trace import Trace
+from hlotrace.versions import VERSIONS
 
 
 @dataclass
@@ -127,6 +128,7 @@ class CompiledEntry:
         for i, o in io.late_writes:
             tensor = late[i]
             tensor._device, tensor._host = outs[o], None
+        VERSIONS.values += 1
         if self.single:
             return _from_device(outs[0])
         return self.rebuild(list(map(_from_device, outs[: self.num_results])))

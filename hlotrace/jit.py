@@ -30,6 +30,7 @@ from hlotrace.arguments import (
     output_structure,
     wrap_arrays,
 )
+from hlotrace.captures import CaptureGuard, check_mode
 from hlotrace.compiled import CompiledEntry, donation, produced_buffer, state_outputs, write_dump
 from hlotrace.distributed import hooks as _spmd
 from hlotrace.errors import BackendError, TraceError
@@ -80,7 +81,8 @@ class TracedFunction:
         self.first_call = _check_first_call(first_call)
         self.tiered_compile = tiered_compile
         self._signatures: list[dict[str, str]] = []  # recompiles.describe() of each compiled signature
-        self.capture_as_const = capture_as_const
+        self.capture_as_const = check_mode(capture_as_const)
+        self._guard: CaptureGuard | None = None  # what the entries baked in (hlotrace.captures)
         self.platform = platform
         if passes is not None:
             from hlotrace.passes.manager import parse_pipeline
@@ -105,6 +107,8 @@ class TracedFunction:
             # Called while another function is being recorded: inline it, so its ops
             # join the outer trace (as a nested jax.jit does).
             return self.fn(*args, **kwargs)
+        if self._guard is not None and self._guard.stale():  # capture_as_const="refresh"
+            self._forget_entries()
         # The pass pipeline is part of every cache key ($HLOTRACE_PASSES may change): the
         # hot path keys on the variable's raw value, the others on the pipeline it names.
         passes = self.passes
@@ -205,6 +209,7 @@ class TracedFunction:
                 snapshot,
                 pipeline,
                 placements,
+                holders,
             )
             self._signatures.append(signature)
             return result
@@ -214,7 +219,7 @@ class TracedFunction:
             snapshot.restore()
             raise
 
-    def _record_and_compile(self, key, args, kwargs, inputs, donatable, snapshot, pipeline, placements=None):
+    def _record_and_compile(self, key, args, kwargs, inputs, donatable, snapshot, pipeline, placements, holders):
         from hlotrace import lowering, passes, runtime
         from hlotrace.runtime import tiered
 
@@ -293,6 +298,10 @@ class TracedFunction:
             single=is_single_result(template),
         )
         self._cache[key] = entry
+        if recorder.captured_tensors or recorder.called_modules:
+            guard = self._guard or CaptureGuard(name, self.capture_as_const)
+            guard.add(recorder, holders)
+            self._guard = guard or None
         if (
             not kwargs
             and entry.io is None
@@ -339,6 +348,15 @@ class TracedFunction:
             self._fast_avals.clear()
         self._fast[key] = entry.run_buffers
         self._fast_avals[key] = avals
+
+    def _forget_entries(self) -> None:
+        """Drop every compiled entry: the next call records again."""
+        self._cache.clear()
+        self._flat_cache.clear()
+        self._fast.clear()
+        self._fast_avals.clear()
+        self._flat_entries.clear()
+        self._guard = None
 
     # -- inspection ----------------------------------------------------------------------
     @property
@@ -451,7 +469,9 @@ def xla_trace(
     Use bare (``@xla_trace``) or with options (``@xla_trace(capture_as_const=True)``).
 
     capture_as_const: tensors the function closes over are baked in as constants
-      (otherwise using one is an error that says where that tensor was created).
+      (otherwise using one is an error that says where that tensor was created). A call
+      after a captured tensor changed (trained, reloaded) or a closed-over module switched
+      train()/eval() warns once (StaleCaptureWarning); ``"refresh"`` re-records instead.
     platform: ``"cpu"`` or ``"cuda"``; default $HLOTRACE_PLATFORM, else CUDA if present.
     passes: the pass pipeline run over the lowered module before compiling, e.g.
       ``"simplify,fuse-reductions,cse,remat{policy=sqrt}"`` (``""`` runs none); default

@@ -39,6 +39,7 @@ __all__ = [
     "default_generator",
     "dropout",
     "get_state",
+    "host_generator",
     "normal",
     "permutation",
     "randint",
@@ -145,9 +146,26 @@ def resolve(generator) -> Generator:
     return generator
 
 
+# The host generator parameter initialization draws from (hlotrace.nn.init): seeded with
+# the default generator, so one ``seed(n)`` fixes every random value, as torch.manual_seed
+# and MegEngine's random.seed do. Both start from seed 0 (a fresh process is reproducible,
+# and processes that build a model alike hold equal replicas, seeded or not).
+_host_rng = np.random.default_rng(0)
+
+
 def seed(n) -> None:
-    """Reseed the default generator (``ht.random.seed(0)``)."""
+    """Seed everything random in hlotrace (``ht.random.seed(0)``): the default generator's
+    Threefry key (dropout, ``ht.random.*`` draws, eager and compiled alike) and the host
+    generator parameter initialization draws from (:func:`host_generator`)."""
+    global _host_rng
     default_generator.seed(n)
+    _host_rng = np.random.default_rng(operator.index(n) % 2**64)
+
+
+def host_generator() -> np.random.Generator:
+    """The NumPy generator that parameter initialization (``hlotrace.nn.init``) draws from;
+    reseeded by :func:`seed`."""
+    return _host_rng
 
 
 def get_state() -> Tensor:

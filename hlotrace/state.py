@@ -219,6 +219,7 @@ class Snapshot:
         return self._saved[index][3]
 
     def restore(self) -> None:
+        VERSIONS.values += 1
         for t, host, device, grad, grad_value in self._saved:
             t._host, t._device, t.grad = host, device, grad
             if grad is not None:

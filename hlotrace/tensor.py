@@ -283,6 +283,7 @@ class Tensor:
         for tape in TAPES:
             tape.assign(self, value)
         self._host, self._device = value._host, value._device
+        VERSIONS.values += 1
         return self
 
     def __iadd__(self, other):

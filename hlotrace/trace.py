@@ -385,6 +385,8 @@ class Recorder:
         # Tensors updated in place (Tensor._assign) while recording: id -> tensor.
         self.assigned: dict[int, object] = {}
         self.captured: set[int] = set()  # var ids of tensors captured from outside as constants
+        self.captured_tensors: list = []  # those tensors (hlotrace.captures checks them later)
+        self.called_modules: dict[int, object] = {}  # nn modules whose __call__ ran, by id
 
     def __enter__(self) -> Recorder:
         if _RECORDER.get() is not None:
@@ -424,6 +426,7 @@ class Recorder:
         if self.capture_as_const:
             var_id = self.add_constant(tensor)
             self.captured.add(var_id)
+            self.captured_tensors.append(tensor)
             return var_id
         origin = f"created at {tensor._origin}" if tensor._origin else "created outside the traced function"
         where = f" at {location}" if location else ""

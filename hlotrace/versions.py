@@ -16,11 +16,14 @@ from __future__ import annotations
 
 
 class Versions:
-    __slots__ = ("hyper", "structure")
+    __slots__ = ("hyper", "structure", "values")
 
     def __init__(self):
         self.structure = 0
         self.hyper = 0
+        # Bumped whenever some tensor's value is replaced (an in-place update, a compiled
+        # step's write-back, a restore): hlotrace.captures re-checks captured values then.
+        self.values = 0
 
 
 VERSIONS = Versions()

@@ -1,12 +1,15 @@
 """In-place parameter initializers (PyTorch's ``torch.nn.init`` names and formulas).
 
-Values are drawn from one module-level NumPy ``Generator`` (reseed it with :func:`seed`),
-computed in float64 and stored in the parameter's own dtype, replacing its value in place
-(the Parameter object is kept, so optimizers holding it see the new value).
+Values are drawn from hlotrace's host generator (``hlotrace.random.host_generator()``),
+which ``ht.random.seed(n)`` seeds together with the default random key, so one call
+reproduces a model's initialization and its dropout masks (:func:`seed` here is the same
+function, kept for older code). Values are computed in float64 and stored in the parameter's
+own dtype, replacing its value in place (the Parameter object is kept, so optimizers holding
+it see the new value).
 
 >>> import hlotrace as ht
 >>> from hlotrace.nn import init
->>> init.seed(0)
+>>> ht.random.seed(0)
 >>> w = ht.Parameter(np.zeros((4, 3), np.float32))
 >>> init.xavier_uniform_(w) is w
 True
@@ -19,20 +22,9 @@ import math
 import numpy as np
 
 from hlotrace.errors import OpError
+from hlotrace.random import host_generator as generator
+from hlotrace.random import seed  # noqa: F401  (nn.init.seed: the same one seed)
 from hlotrace.tensor import Tensor, tensor
-
-_rng = np.random.default_rng()
-
-
-def seed(n: int) -> None:
-    """Reseed the generator every initializer draws from (``init.seed(0)``)."""
-    global _rng
-    _rng = np.random.default_rng(n)
-
-
-def generator() -> np.random.Generator:
-    """The NumPy generator the initializers draw from."""
-    return _rng
 
 
 def _fill(t: Tensor, values: np.ndarray) -> Tensor:
@@ -44,12 +36,12 @@ def _fill(t: Tensor, values: np.ndarray) -> Tensor:
 
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
     """Fill ``t`` with values drawn from U(a, b)."""
-    return _fill(t, _rng.uniform(a, b, size=t.shape))
+    return _fill(t, generator().uniform(a, b, size=t.shape))
 
 
 def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
     """Fill ``t`` with values drawn from N(mean, std²)."""
-    return _fill(t, _rng.normal(mean, std, size=t.shape))
+    return _fill(t, generator().normal(mean, std, size=t.shape))
 
 
 def constant_(t: Tensor, value: float) -> Tensor:

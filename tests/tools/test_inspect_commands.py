@@ -107,8 +107,8 @@ def test_graph_draws_ops_edges_and_fusion_groups(tmp_path, capsys):
     assert main(["graph", f"{source}:f", "-i", "f32[4,8]", "-o", str(svg), "--group", "scope"]) == 0
     text = svg.read_text()
     assert text.startswith("<svg") and "hlotrace.softmax" in text and "hlotrace.gelu" not in text
-    assert main(["graph", f"{source}:f", "-i", "f32[4,8]", "-o", str(tmp_path / "g.png")]) == 2
-    assert "expected a name ending in .html or .svg" in capsys.readouterr().err
+    assert main(["graph", f"{source}:f", "-i", "f32[4,8]", "-o", str(tmp_path / "g.jpg")]) == 2
+    assert "expected a name ending in .html, .htm, .svg, .dot, .gv or .png" in capsys.readouterr().err
 
 
 def test_locations_carry_the_module_path_for_model_explorer(tmp_path):

@@ -9,12 +9,33 @@ kind: float32 (else the first float admitted), int32 (else int64) and bool.
 """
 
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+from hlotrace.runtime.cache import CACHE_DIR_ENV
 from hlotrace.testing.check import SEED_ENV, base_seed
+
+# The session's persistent compile cache is a private temporary directory, removed at the
+# end, not the user's ~/.cache/hlotrace (a fresh clone's `make test` left thousands of
+# entries there), unless HLOTRACE_CACHE_DIR was set. Set here, before anything compiles, in
+# the environment: pytest-xdist workers and the tests' subprocesses inherit it, and the
+# variable below says it is the session's own (tests/test_session_cache.py checks it).
+SESSION_CACHE_ENV = "HLOTRACE_TEST_SESSION_CACHE"
+
+
+def _private_compile_cache() -> str | None:
+    if os.environ.get(CACHE_DIR_ENV, "").strip():
+        return None  # the user's choice, or the xdist controller's directory
+    path = tempfile.mkdtemp(prefix="hlotrace-test-cache-")  # mode 0700, as the cache wants
+    os.environ[CACHE_DIR_ENV] = os.environ[SESSION_CACHE_ENV] = path
+    return path
+
+
+_SESSION_CACHE = _private_compile_cache()
 
 PROFILE_ENV = "HLOTRACE_HYPOTHESIS_PROFILE"
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -51,6 +72,11 @@ BASE_SEED = base_seed(PROFILE)
 
 def pytest_report_header(config):
     return f"hlotrace: hypothesis profile {PROFILE} ({PROFILE_ENV}), base seed {BASE_SEED} ({SEED_ENV})"
+
+
+def pytest_unconfigure(config):
+    if _SESSION_CACHE is not None:  # only the process that made it (not the xdist workers)
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 
 @pytest.fixture

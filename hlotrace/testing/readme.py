@@ -336,7 +336,11 @@ def main(argv=None) -> int:
         if options.only and options.only not in group.name:
             continue
         lines = ", ".join(f"{b.line}" + (f"@ns{n}" if n else "") for b, n in group.steps)
-        print(f"{group.name}: lines {lines}" + (f" env {group.env}" if group.env else "") + (f" launch {' '.join(group.launch)}" if group.launch else ""))
+        print(
+            f"{group.name}: lines {lines}"
+            + (f" env {group.env}" if group.env else "")
+            + (f" launch {' '.join(group.launch)}" if group.launch else "")
+        )
         if options.list:
             continue
         result = run_group(group, options.readme)

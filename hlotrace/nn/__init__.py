@@ -7,13 +7,14 @@
 ['0.weight', '0.bias', '2.weight', '2.bias']
 """
 
-from hlotrace.nn import activation, attention, containers, conv, dropout, init, normalization, pooling, sparse
+from hlotrace.nn import activation, attention, containers, conv, dropout, init, loss, normalization, pooling, sparse
 from hlotrace.nn.activation import *  # noqa: F403
 from hlotrace.nn.attention import *  # noqa: F403
 from hlotrace.nn.containers import *  # noqa: F403
 from hlotrace.nn.conv import *  # noqa: F403
 from hlotrace.nn.dropout import *  # noqa: F403
-from hlotrace.nn.layers import Identity, Linear, ReLU, Sequential
+from hlotrace.nn.layers import Flatten, Identity, Linear, ReLU, Sequential, Unflatten
+from hlotrace.nn.loss import *  # noqa: F403
 from hlotrace.nn.module import IncompatibleKeys, Module
 from hlotrace.nn.normalization import *  # noqa: F403
 from hlotrace.nn.pooling import *  # noqa: F403
@@ -21,6 +22,7 @@ from hlotrace.nn.sparse import *  # noqa: F403
 from hlotrace.nn.stacked import Stacked
 
 __all__ = [
+    "Flatten",
     "Identity",
     "IncompatibleKeys",
     "Linear",
@@ -28,12 +30,14 @@ __all__ = [
     "ReLU",
     "Sequential",
     "Stacked",
+    "Unflatten",
     "init",
     *activation.__all__,
     *attention.__all__,
     *containers.__all__,
     *conv.__all__,
     *dropout.__all__,
+    *loss.__all__,
     *normalization.__all__,
     *pooling.__all__,
     *sparse.__all__,

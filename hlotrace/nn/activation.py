@@ -1,5 +1,5 @@
 """Activation modules: ``GELU``, ``SiLU``, ``LeakyReLU``, ``ELU``, ``Softplus``,
-``Sigmoid``, ``Tanh`` (each calls the functional op of the same name; see
+``Sigmoid``, ``Tanh``, ``Softmax``, ``LogSoftmax``, ``Mish``, ``Hardswish`` (each calls the functional op of the same name; see
 :mod:`hlotrace.ops.activation` for their exact semantics).
 
 >>> from hlotrace import nn
@@ -11,7 +11,19 @@ from __future__ import annotations
 from hlotrace import functional as F
 from hlotrace.nn.module import Module
 
-__all__ = ["ELU", "GELU", "LeakyReLU", "SiLU", "Sigmoid", "Softplus", "Tanh"]
+__all__ = [
+    "ELU",
+    "GELU",
+    "Hardswish",
+    "LeakyReLU",
+    "LogSoftmax",
+    "Mish",
+    "SiLU",
+    "Sigmoid",
+    "Softmax",
+    "Softplus",
+    "Tanh",
+]
 
 
 class GELU(Module):
@@ -90,3 +102,48 @@ class Tanh(Module):
 
     def forward(self, x):
         return F.tanh(x)
+
+
+class Softmax(Module):
+    """``softmax`` along ``dim`` (PyTorch's ``nn.Softmax``; give ``dim``: -1 by default here)."""
+
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = int(dim)
+
+    def forward(self, x):
+        return F.softmax(x, axis=self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    """``log_softmax`` along ``dim`` (PyTorch's ``nn.LogSoftmax``)."""
+
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = int(dim)
+
+    def forward(self, x):
+        return F.log_softmax(x, axis=self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Mish(Module):
+    """``x * tanh(softplus(x))``."""
+
+    def forward(self, x):
+        return F.mish(x)
+
+
+class Hardswish(Module):
+    """``x * relu6(x + 3) / 6`` (PyTorch's ``nn.Hardswish``, MegEngine's ``hswish``)."""
+
+    def forward(self, x):
+        hswish = getattr(F, "hswish", None)  # the registered op, where this build has it
+        if hswish is not None:
+            return hswish(x)
+        return x * F.clip(x + 3.0, 0.0, 6.0) / 6.0

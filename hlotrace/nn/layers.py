@@ -1,4 +1,4 @@
-"""Layers: ``Linear``, ``ReLU``, ``Identity`` and the ``Sequential`` container.
+"""Layers: ``Linear``, ``ReLU``, ``Identity``, ``Flatten``, ``Unflatten`` and the ``Sequential`` container.
 
 >>> from hlotrace import nn
 >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
@@ -71,6 +71,48 @@ class Identity(Module):
 
     def forward(self, x):
         return x
+
+
+class Flatten(Module):
+    """Flattens dims ``start_dim..end_dim`` into one (PyTorch's ``nn.Flatten``: from dim 1,
+    keeping the batch dim, by default).
+
+    >>> nn.Flatten()(ht.tensor(np.zeros((2, 3, 4), np.float32))).shape
+    (2, 12)
+    """
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim, self.end_dim = int(start_dim), int(end_dim)
+
+    def forward(self, x):
+        return F.flatten(x, self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Splits dim ``dim`` into ``unflattened_size`` (PyTorch's ``nn.Unflatten``; one entry
+    may be -1).
+
+    >>> nn.Unflatten(1, (3, 4))(ht.tensor(np.zeros((2, 12), np.float32))).shape
+    (2, 3, 4)
+    """
+
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim = int(dim)
+        self.unflattened_size = tuple(int(d) for d in unflattened_size)
+
+    def forward(self, x):
+        if not -x.ndim <= self.dim < x.ndim:
+            raise HlotraceError(f"Unflatten: dim {self.dim} is out of range for an input of shape {x.shape}")
+        dim = self.dim % x.ndim
+        return F.reshape(x, (*x.shape[:dim], *self.unflattened_size, *x.shape[dim + 1 :]))
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 class Sequential(Module):

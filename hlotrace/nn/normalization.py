@@ -1,4 +1,4 @@
-"""Normalization modules: ``BatchNorm2d``, ``LayerNorm``, ``GroupNorm``.
+"""Normalization modules: ``BatchNorm1d``, ``BatchNorm2d``, ``LayerNorm``, ``GroupNorm``, ``RMSNorm``.
 
 >>> from hlotrace import nn
 >>> bn = nn.BatchNorm2d(3)
@@ -19,7 +19,7 @@ from hlotrace.errors import HlotraceError
 from hlotrace.nn.module import Module
 from hlotrace.tensor import Parameter, tensor
 
-__all__ = ["BatchNorm2d", "GroupNorm", "LayerNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "LayerNorm", "RMSNorm"]
 
 
 def _positive_int(name: str, value, what: str) -> int:
@@ -28,19 +28,15 @@ def _positive_int(name: str, value, what: str) -> int:
     return int(value)
 
 
-class BatchNorm2d(Module):
-    """Batch normalization over ``(N, C, H, W)`` inputs, per channel.
+class _BatchNorm(Module):
+    """Batch normalization per channel (dim 1); subclasses fix the input ranks."""
 
-    In training mode (``module.train()``, the default) it normalizes with the batch
-    statistics and updates the buffers ``running_mean`` (zeros) and ``running_var`` (ones)
-    in place; in eval mode it normalizes with them. ``affine`` adds the parameters
-    ``weight`` (ones) and ``bias`` (zeros); without ``track_running_stats`` there are no
-    buffers and batch statistics are used in both modes.
-    """
+    _ranks: tuple[int, ...] = ()
+    _layout = ""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, track_running_stats=True):
         super().__init__()
-        self.num_features = _positive_int("BatchNorm2d", num_features, "num_features")
+        self.num_features = _positive_int(type(self).__name__, num_features, "num_features")
         self.eps = float(eps)
         self.momentum = float(momentum)
         self.affine = bool(affine)
@@ -60,8 +56,8 @@ class BatchNorm2d(Module):
             self.register_buffer("running_var", None)
 
     def forward(self, x):
-        if x.ndim != 4:
-            raise HlotraceError(f"BatchNorm2d expects an (N, C, H, W) input, got shape {x.shape}")
+        if x.ndim not in self._ranks:
+            raise HlotraceError(f"{type(self).__name__} expects an {self._layout} input, got shape {x.shape}")
         return F.batch_norm(
             x,
             self.running_mean,
@@ -78,6 +74,32 @@ class BatchNorm2d(Module):
             f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
             f"track_running_stats={self.track_running_stats}"
         )
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalization over ``(N, C)`` or ``(N, C, L)`` inputs, per channel; otherwise
+    as :class:`BatchNorm2d` (buffers, ``affine``, MegEngine's ``momentum``).
+
+    >>> nn.BatchNorm1d(4)(ht.tensor(np.random.rand(8, 4).astype(np.float32))).shape
+    (8, 4)
+    """
+
+    _ranks = (2, 3)
+    _layout = "(N, C) or (N, C, L)"
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalization over ``(N, C, H, W)`` inputs, per channel.
+
+    In training mode (``module.train()``, the default) it normalizes with the batch
+    statistics and updates the buffers ``running_mean`` (zeros) and ``running_var`` (ones)
+    in place; in eval mode it normalizes with them. ``affine`` adds the parameters
+    ``weight`` (ones) and ``bias`` (zeros); without ``track_running_stats`` there are no
+    buffers and batch statistics are used in both modes.
+    """
+
+    _ranks = (4,)
+    _layout = "(N, C, H, W)"
 
 
 class LayerNorm(Module):
@@ -128,3 +150,26 @@ class GroupNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalization over the trailing dims ``normalized_shape`` (PyTorch's
+    ``nn.RMSNorm``): ``x / sqrt(mean(x²) + eps) * weight``, ``weight`` (ones) if
+    ``elementwise_affine``; ``eps`` None means the input dtype's machine epsilon."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int | np.integer) else tuple(normalized_shape)
+        self.normalized_shape = tuple(int(d) for d in shape)
+        self.eps = None if eps is None else float(eps)
+        self.elementwise_affine = bool(elementwise_affine)
+        if self.elementwise_affine:
+            self.weight = Parameter(np.ones(self.normalized_shape, np.float32))
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, x):
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"

@@ -19,12 +19,15 @@ from hlotrace.distributed.global_data import local_part, make_global, process_al
 from hlotrace.distributed.mesh import Mesh, NamedSharding, P, devices
 from hlotrace.distributed.placement import shard, shard_module, sharding_of
 from hlotrace.distributed.process import initialize, is_initialized, local_devices, process_count, process_index
+from hlotrace.distributed.replicas import ReplicaMismatch, broadcast_from
 from hlotrace.errors import HlotraceError
 
 __all__ = [
     "Mesh",
     "NamedSharding",
     "P",
+    "ReplicaMismatch",
+    "broadcast_from",
     "constraint",
     "devices",
     "initialize",

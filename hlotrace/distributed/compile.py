@@ -23,7 +23,7 @@ import contextvars
 import itertools
 import operator
 
-from hlotrace.distributed import hooks
+from hlotrace.distributed import hooks, replicas
 from hlotrace.distributed.mesh import NamedSharding
 from hlotrace.distributed.placement import registered, runtime_sharding, set_placement, sharding_of
 from hlotrace.errors import TraceError
@@ -180,17 +180,17 @@ def prepare(inputs, holders=(), memo=None):
     the per-input work (~0.35 ms for the transformer step's 126 inputs): its arrays are
     laid out as it needs, so nothing would be re-placed."""
     if memo is None:
-        return _prepare(inputs, holders)
+        return _prepare(inputs, holders, None)
     last = memo[0]
     if last is not None and last[0] == _stamp(holders) and last[1] == _snapshot(inputs):
         return last[2]
-    result = _prepare(inputs, holders)  # (may place optimizer state: the counters move)
+    result = _prepare(inputs, holders, memo)  # (may place optimizer state: the counters move)
     snapshot = _snapshot(inputs)
     memo[0] = None if snapshot is None else (_stamp(holders), snapshot, result)
     return result
 
 
-def _prepare(inputs, holders):
+def _prepare(inputs, holders, memo):
     own, grads = _placements(inputs)
     if not any(own) and not any(grads):
         return None
@@ -212,6 +212,9 @@ def _prepare(inputs, holders):
             _relocate(t._grad, wanted)
         else:
             grad_dims.append(None)
+    # A mesh spanning processes: the replicated inputs must be equal everywhere (proven
+    # once per traced function and set of input objects and placements).
+    replicas.check_step(inputs, own, grads, holders, mesh, memo)
     return (mesh, tuple(in_dims), tuple(grad_dims))
 
 
@@ -322,6 +325,8 @@ def plan(trace, placements, io, num_results: int):
     dims = [_padded(d, r) for d, r in zip(dims, in_ranks, strict=True)]
     out_ranks = [len(a.shape) for a in out_avals]
     out_dims = [None if d is None else _padded(d, r) for d, r in zip(out_dims, out_ranks, strict=True)]
+    if len(trace.inputs) > len(in_dims) + len(grad_inputs):  # the step read implicit state (an RNG key)
+        replicas.check_late_key(mesh)
     return Plan(mesh, dims, out_dims, out_ranks)
 
 

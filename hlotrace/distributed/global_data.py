@@ -85,6 +85,7 @@ def make_global(local_array, mesh: Mesh, spec=None) -> Tensor:
         raise HlotraceError(
             f"{sharding.spec!r} has {len(sharding.spec)} entries but the local part has rank {local.ndim}"
         )
+    _check_replicated(local, sharding)
     jsh, box, positions = _local_box(sharding, local.ndim)
     global_shape, block = [], []
     for d, (parts, _, held) in enumerate(box):
@@ -105,6 +106,20 @@ def make_global(local_array, mesh: Mesh, spec=None) -> Tensor:
     out = Tensor._from_device(jaxlib_dist.assemble(tuple(global_shape), local.dtype, jsh, pieces))
     set_placement(out, sharding)
     return out
+
+
+def _check_replicated(local: np.ndarray, sharding: NamedSharding) -> None:
+    """Data that every process gives whole (replicated across processes) must be the same
+    data everywhere: proven through the coordination service (see distributed.replicas)."""
+    from hlotrace.distributed import process, replicas
+
+    if (
+        process.spans_processes(sharding.mesh.devices)
+        and replicas.enabled()
+        and replicas.whole_in_every_process(sharding, local.ndim)
+    ):
+        what = f"dist.make_global of a {local.dtype}{list(local.shape)} value laid out as {sharding.spec!r}"
+        replicas.check(what, [("the data this process gave", local)], replicas.GLOBAL_FIX)
 
 
 def local_part(tensor: Tensor) -> np.ndarray:

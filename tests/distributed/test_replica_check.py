@@ -1,0 +1,232 @@
+"""Replicas proven equal across processes (issue 33, item 3): one job of 2 processes x 2 CPU
+devices runs every scenario as a user writes it, one after the other (a launch costs several
+seconds), and prints what each gave; the tests below read that output per process.
+
+Killed mutants: tests/mutants/replica.py (run with
+``make mutation ARGS="--only replica --columns suite"``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB_TIMEOUT_S = 150
+
+SCRIPT = textwrap.dedent(
+    """
+    import os
+    import numpy as np
+    import hlotrace as ht
+    import hlotrace.distributed as dist
+    import hlotrace.functional as F
+    from hlotrace import nn, optim
+    from hlotrace.autodiff import GradManager
+    from hlotrace.jit import xla_trace
+
+    dist.initialize()
+    me = dist.process_index()
+    mesh = dist.Mesh((len(dist.devices()),), ("data",))
+
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(8, 16), nn.Linear(16, 4)
+
+        def forward(self, x, drop=False):
+            h = F.relu(self.fc1(x))
+            return self.fc2(F.dropout(h, 0.5) if drop else h)
+
+
+    def train_step(x, y, *, net, opt, gm, drop=False):
+        with gm:
+            loss = F.cross_entropy(net(x, drop), y)
+            gm.backward(loss)
+        opt.step().clear_grad()
+        return loss
+
+
+    def build(seed, lr=1e-2):
+        ht.random.seed(seed)  # (seeds parameter initialization too: issue 33 item 2)
+        net = MLP()
+        dist.shard_module(net, mesh)  # replicated on every device of both processes
+        opt = optim.AdamW(net.parameters(), lr=lr)
+        return net, opt, GradManager().attach(net.parameters())
+
+
+    def batch(i):
+        rng = np.random.default_rng(i)  # the same global batch everywhere; each gives its rows
+        x, y = rng.standard_normal((8, 8)).astype(np.float32), rng.integers(0, 4, 8).astype(np.int32)
+        rows = slice(4 * me, 4 * me + 4)
+        return dist.make_global(x[rows], mesh, dist.P("data")), dist.make_global(y[rows], mesh, dist.P("data"))
+
+
+    def train(net, opt, gm, steps=3, drop=False):
+        step = xla_trace(train_step)
+        for i in range(steps):
+            step(*batch(i), net=net, opt=opt, gm=gm, drop=drop)
+        # parameters are replicated: each process reads its own copy
+        return "checksum %.9g" % sum(float(np.abs(p.numpy()).astype(np.float64).sum()) for p in net.parameters())
+
+
+    def scenario(label, run):
+        try:
+            print(f"<{label}> ok {run()}", flush=True)
+        except dist.ReplicaMismatch as exc:
+            print(f"<{label}> error {exc}".replace(chr(10), " | "), flush=True)
+
+
+    # Each process seeds its own way (a per-rank seed): stopped before the first step.
+    scenario("divergent", lambda: train(*build(me)))
+
+    # One seed everywhere: trained replicas stay equal (a later step over them checks again).
+    def seeded():
+        net, opt, gm = build(0)
+        result = train(net, opt, gm)
+        logits = xla_trace(lambda x, *, net: net(x))
+        logits(batch(0)[0], net=net)
+        return result
+
+    scenario("seeded", seeded)
+
+    # Divergent models repaired by copying process 0's values (process 0 used seed 0).
+    def broadcast():
+        net, opt, gm = build(me)
+        dist.broadcast_from(0, [net, opt])
+        return train(net, opt, gm)
+
+    scenario("broadcast", broadcast)
+
+    # The same compiled step called with other objects (a divergent model) checks them again.
+    def other_objects():
+        step = xla_trace(train_step)
+        net, opt, gm = build(0)
+        step(*batch(0), net=net, opt=opt, gm=gm)
+        net, opt, gm = build(me)
+        step(*batch(1), net=net, opt=opt, gm=gm)
+
+    scenario("other-objects", other_objects)
+
+    # Equal parameters; each process resumes its own optimizer state (a per-rank checkpoint).
+    def optimizer():
+        net, opt, gm = build(0)
+        train(net, opt, gm, steps=1)
+        state = opt.state_dict()
+        state["state"][0]["exp_avg"] = state["state"][0]["exp_avg"] + me
+        opt.load_state_dict(state)
+        return train(net, opt, gm)
+
+    scenario("optimizer", optimizer)
+
+    # Equal parameters and optimizer; the default random key (read by dropout) differs.
+    def late_key():
+        net, opt, gm = build(0)
+        ht.random.seed(100 + me)
+        return train(net, opt, gm, drop=True)
+
+    scenario("late-key", late_key)
+
+    # Replicated host data must be the same data in every process.
+    scenario("global-same", lambda: dist.make_global(np.arange(4.0), mesh).shape)
+    scenario("global-differs", lambda: dist.make_global(np.arange(4.0) + me, mesh, dist.P()).shape)
+
+    # The check switched off: the divergent job trains, each process its own model.
+    os.environ["HLOTRACE_DIST_CHECK"] = "off"
+    scenario("off", lambda: train(*build(me)))
+    scenario("off-global", lambda: dist.make_global(np.arange(4.0) + me, mesh, dist.P()).shape)
+    print("<done>", flush=True)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory) -> dict[int, dict[str, str]]:
+    """{process: {scenario: what it printed after its label}} of one run of SCRIPT."""
+    path = tmp_path_factory.mktemp("replicas") / "replicas.py"
+    path.write_text(SCRIPT)
+    launch = [sys.executable, "-m", "hlotrace.distributed.launch", "--nproc", "2", "--cpu-devices", "2"]
+    env = {k: v for k, v in os.environ.items() if k != "HLOTRACE_DIST_CHECK"}
+    done = subprocess.run(
+        [*launch, "--timeout", "30", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT_S,
+        cwd=ROOT,
+        env=env,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    found: dict[int, dict[str, str]] = {0: {}, 1: {}}
+    for process, label, rest in re.findall(r"^\[(\d)\] <([\w-]+)>(.*)$", output, re.M):
+        found[int(process)][label] = rest.strip()
+    assert "done" in found[0] and "done" in found[1], output
+    return found
+
+
+def _both(job, label: str) -> tuple[str, str]:
+    return job[0][label], job[1][label]
+
+
+def test_per_process_seeds_stop_every_process_naming_the_tensors_and_the_fix(job):
+    for process, text in enumerate(_both(job, "divergent")):
+        assert text.startswith("error the compiled step's replicated inputs"), (process, text)
+        assert "MLP.fc1.weight: process 1 differs from process 0" in text, text
+        assert "MLP.fc2.bias: process 1 differs from process 0" in text, text
+        assert "ht.random.seed(n)" in text and "dist.broadcast_from(0, [net, opt])" in text, text
+        assert "HLOTRACE_DIST_CHECK=off" in text, text
+        # AdamW's moments start at zero and its hyper-parameters agree: not named.
+        assert "AdamW" not in text, text
+
+
+def test_one_seed_trains_identical_replicas_and_checks_again_after_training(job):
+    first, second = _both(job, "seeded")
+    assert first.startswith("ok checksum"), first
+    assert first == second
+
+
+def test_broadcast_from_process_0_repairs_divergent_models(job):
+    first, second = _both(job, "broadcast")
+    assert first.startswith("ok checksum") and first == second, (first, second)
+    # Process 0 built its model from seed 0: the repaired job trains the seeded one.
+    assert first == job[0]["seeded"]
+
+
+def test_the_same_step_given_other_objects_checks_them(job):
+    for text in _both(job, "other-objects"):
+        assert text.startswith("error the compiled step's replicated inputs"), text
+        assert "MLP.fc1.weight: process 1 differs from process 0" in text, text
+
+
+def test_optimizer_state_alone_differing_is_an_error_naming_it(job):
+    for text in _both(job, "optimizer"):
+        assert text.startswith("error "), text
+        assert "AdamW state 'exp_avg' of MLP.fc1.weight: process 1 differs from process 0" in text, text
+        assert "MLP.fc1.weight:" not in text.replace("of MLP.fc1.weight:", ""), text
+
+
+def test_a_random_key_read_by_the_step_must_agree(job):
+    for text in _both(job, "late-key"):
+        assert text.startswith("error the compiled step's random key"), text
+        assert "the default random generator's key (ht.random): process 1 differs from process 0" in text, text
+
+
+def test_make_global_of_replicated_data_is_checked(job):
+    assert _both(job, "global-same") == ("ok (4,)", "ok (4,)")
+    for text in _both(job, "global-differs"):
+        assert text.startswith("error dist.make_global of a float64[4] value"), text
+        assert "the data this process gave: process 1 differs from process 0" in text, text
+
+
+def test_the_check_switched_off_lets_divergent_replicas_train(job):
+    first, second = _both(job, "off")
+    assert first.startswith("ok checksum") and second.startswith("ok checksum"), (first, second)
+    assert first != second  # each process trained its own model: what the check prevents
+    assert _both(job, "off-global") == ("ok (4,)", "ok (4,)")

@@ -11,13 +11,16 @@ machine hits all of them alike.
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import gc
 import os
 import platform
 import shlex
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -237,5 +240,19 @@ def block_tensor(tensor):
     return tensor._device.block_until_ready()
 
 
+def private_compile_cache() -> None:
+    """Benchmarks compile into a temporary compile cache of their own, removed at exit, so a
+    warm user cache neither skews a first-call figure nor fills up with benchmark programs;
+    ``HLOTRACE_CACHE_DIR`` set explicitly wins (a benchmark that times the cache sets its own)."""
+    from hlotrace.runtime.cache import CACHE_DIR_ENV
+
+    if os.environ.get(CACHE_DIR_ENV, "").strip():
+        return
+    path = tempfile.mkdtemp(prefix="hlotrace-bench-cache-")
+    os.environ[CACHE_DIR_ENV] = path  # subprocesses a benchmark starts share it
+    atexit.register(shutil.rmtree, path, True)
+
+
 def main_args(argv: list[str] | None) -> list[str]:
+    private_compile_cache()
     return list(sys.argv[1:] if argv is None else argv)

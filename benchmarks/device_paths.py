@@ -14,6 +14,9 @@ import numpy as np
 
 
 def main() -> int:
+    from benchmarks.common import private_compile_cache
+
+    private_compile_cache()
     import hlotrace as ht
     import hlotrace.distributed as dist
     from hlotrace.runtime import jaxlib_execute

@@ -248,6 +248,9 @@ class Scratch:
         # HLOTRACE_HYPOTHESIS_SEED, when set, passes through: ci's fixed seed is the default.
         self.env.update(HLOTRACE_PLATFORM="cpu", HLOTRACE_HYPOTHESIS_PROFILE="ci", PYTHONDONTWRITEBYTECODE="1")
         self.env.pop("HLOTRACE_DUMP_TO", None)
+        # Mutated programs stay out of the user's compile cache; the mutants' runs share one
+        # cache inside this copy (the test session's own would start cold for every mutant).
+        self.env.setdefault("HLOTRACE_CACHE_DIR", str(self.path / ".compile-cache"))
 
     def check_import(self) -> str | None:
         """None if ``import hlotrace`` in this copy loads the copy, else what it loads."""

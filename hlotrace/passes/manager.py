@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, replace
 
 from hlotrace.errors import PassError
+from hlotrace.passes.op_count import count_ops
 from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES, PASSES_ENV, PassDef
 from hlotrace.runtime import jaxlib_compat
 from hlotrace.runtime.jaxlib_compat import ir
@@ -51,7 +52,8 @@ class PassSpec:
 
 @dataclass(frozen=True)
 class PassTiming:
-    """What one pass did: its wall time and @main's op count before and after."""
+    """What one pass did: its wall time and the module's op count before and after (counted
+    by :func:`hlotrace.passes.op_count.op_counts`'s rule)."""
 
     name: str
     seconds: float
@@ -236,20 +238,3 @@ def main_function(module: ir.Module):
         if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == "main":
             return op
     raise PassError("the module has no func.func @main")
-
-
-def count_ops(module: ir.Module) -> int:
-    """Ops in @main's body, nested regions included (a reduce body's ops count)."""
-    total = 0
-
-    def walk(block) -> None:
-        nonlocal total
-        for op in block.operations:
-            total += 1
-            for region in op.operation.regions:
-                for inner in region.blocks:
-                    walk(inner)
-
-    for block in main_function(module).regions[0].blocks:
-        walk(block)
-    return total

@@ -6,11 +6,13 @@ import os
 import re
 from collections import Counter
 
-DESCRIPTION = """\
+from hlotrace.passes.op_count import RULE as OP_COUNT_RULE
+
+DESCRIPTION = f"""\
 Compare A and B, each a trace file (*.json: lowered first), a StableHLO module (*.mlir, as
 'hlotrace lower' or 'stages -o' write it, with locations), or a directory of them (files
 with the same name are compared; files in only one side are listed). Prints per op name
-the count in A, in B and the difference, then the structural diff aligned by source
+the count in A, in B and the difference ({OP_COUNT_RULE}, as in every hlotrace command), then the structural diff aligned by source
 location: for each location (the user's file:line, else hlotrace's rec<i>:<op> name) whose
 ops differ, the ops only A or only B has there. Ops inside a control-flow region (a loop
 body, a branch) are located under their control-flow op: 'model.py:9 scan/body > model.py:6'
@@ -127,13 +129,24 @@ def _where(definition: str, definitions: dict, names: dict | None = None, depth:
     return name.group(1) if name else "-"
 
 
-def compare(text_a: str, text_b: str, label: str = "") -> tuple[bool, list[str]]:
+def kind_counts(text: str, what: str) -> Counter:
+    """Op name -> count of a module's text, by the rule every hlotrace command counts with
+    (hlotrace.passes.op_count)."""
+    from hlotrace.passes.op_count import op_counts
+    from hlotrace.runtime.jaxlib_compat import ir, shared_context
+    from hlotrace.tools.common import CliError
+
+    try:
+        module = ir.Module.parse(text, context=shared_context())
+    except Exception as exc:  # MLIRError: not a module these dialects can read
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise CliError(f"cannot parse {what} as a StableHLO module: {first}") from None
+    return op_counts(module)
+
+
+def compare(text_a: str, text_b: str, label: str = "", names=("A", "B")) -> tuple[bool, list[str]]:
     a, b = located_ops(text_a), located_ops(text_b)
-    ops_a, ops_b = Counter(), Counter()
-    for (_, op), n in a.items():
-        ops_a[op] += n
-    for (_, op), n in b.items():
-        ops_b[op] += n
+    ops_a, ops_b = kind_counts(text_a, names[0]), kind_counts(text_b, names[1])
     out = [f"== {label}" if label else "== op counts"]
     out.append(f"  {'op':<32} {'A':>5} {'B':>5} {'B-A':>5}")
     for op in sorted(set(ops_a) | set(ops_b)):
@@ -183,13 +196,14 @@ def run(args) -> int:
             raise CliError(f"neither {args.a} nor {args.b} holds .mlir or .json files")
         differ, lines = False, []
         for name in sorted(names_a & names_b):
-            d, out = compare(module_text(os.path.join(args.a, name)), module_text(os.path.join(args.b, name)), name)
+            path_a, path_b = os.path.join(args.a, name), os.path.join(args.b, name)
+            d, out = compare(module_text(path_a), module_text(path_b), name, (path_a, path_b))
             differ |= d
             lines.extend(out)
         for name in sorted(names_a ^ names_b):
             differ = True
             lines.append(f"only in {args.a if name in names_a else args.b}: {name}")
     else:
-        differ, lines = compare(module_text(args.a), module_text(args.b))
+        differ, lines = compare(module_text(args.a), module_text(args.b), names=(args.a, args.b))
     _write_stdout("\n".join(lines))
     return 1 if differ else 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from hlotrace.passes.op_count import RULE as OP_COUNT_RULE
 from hlotrace.tools.common import (
     ACCEPTED_DTYPES,
     PROG,
@@ -30,7 +31,8 @@ Import FILE.py, call FUNC once on random inputs while recording it with
 hlotrace.jit.xla_trace, and print the lowered StableHLO module on stdout: with the
 location of every op (record index, op name and your file:line) unless --no-locations,
 or the compiled HLO with --compiled. FUNC may be a plain function or one already
-decorated with @xla_trace. A summary (op counts, platform) goes to stderr.
+decorated with @xla_trace. A summary (op counts, platform) goes to stderr: {OP_COUNT_RULE},
+as in every hlotrace command.
 
 Each --input is DTYPE[SHAPE], one per positional argument of FUNC, in order:
 'f32[64,1000]', 'bf16[2,3]', 'i32[5]', 'bool[4,4]', and 'f32[]' for a scalar.
@@ -90,7 +92,9 @@ def add_parser(sub, formatter) -> None:
 
 
 def _summary(lowered, platform: str, func_name: str, avals: str) -> str:
-    counts = {name: n for name, n in lowered.op_counts().items() if name != "func.return"}
+    from hlotrace.passes.op_count import op_counts
+
+    counts = op_counts(lowered.module)
     total = sum(counts.values())
     ops = ", ".join(
         f"{name.removeprefix('stablehlo.')} {n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))

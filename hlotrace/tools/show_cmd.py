@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-DESCRIPTION = """\
+from hlotrace.passes.op_count import RULE as OP_COUNT_RULE
+
+DESCRIPTION = f"""\
 Load a trace saved by Trace.save, 'hlotrace lower --trace-out' or HLOTRACE_DUMP_TO (a JSON
 file, plus FILE.npz beside it when it has array constants) and print it: one line per
 recorded op with its inputs, attributes and source line. With --lower, print the StableHLO
 module it lowers to instead; with --passes PIPELINE, that module after the pipeline (a
 per-pass summary of time and op counts goes to stderr; --dump-passes DIR writes the module
-after every pass). See 'hlotrace passes' for the passes."""
+after every pass; {OP_COUNT_RULE}, as in every hlotrace command). See 'hlotrace passes'
+for the passes."""
 
 EPILOG = """\
 examples:

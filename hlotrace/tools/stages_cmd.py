@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import sys
 
-DESCRIPTION = """\
+from hlotrace.passes.op_count import RULE as OP_COUNT_RULE
+
+DESCRIPTION = f"""\
 Show every stage a program goes through: the recorded trace, the StableHLO module as
 lowered, the module after each pass of the pipeline (--passes; default: the default
 pipeline, see 'hlotrace passes'), and the HLO module after XLA's own optimizations. The
@@ -13,7 +15,8 @@ target is FILE.py:FUNC (recorded once on random inputs of the --input types, as 
 lower' does) or a saved trace file. Stages go to stdout, each under a '==== NN name ===='
 header, or with -o DIR into one numbered file each (00-trace.txt, 01-stablehlo.mlir,
 02-after-simplify.mlir, ..., NN-xla-optimized.hlo); a summary line per stage (op counts,
-pass time) goes to stderr.
+pass time) goes to stderr. StableHLO {OP_COUNT_RULE}, as in every hlotrace command; XLA's
+HLO is counted in instructions.
 
 With --mesh (and --input DTYPE[SHAPE]@SPEC placements, as 'hlotrace lower' takes them) the
 program is compiled for a mesh of devices: the StableHLO stages carry the Shardy
@@ -52,7 +55,7 @@ def stages(trace, pipeline: str, platform=None, locations: bool = True, traced=N
     module and (partitioned) executable are shown instead of compiling anew."""
     from hlotrace import passes, runtime
     from hlotrace.lowering import lower_trace
-    from hlotrace.passes.manager import count_ops
+    from hlotrace.passes.op_count import count_ops
 
     lowered = lower_trace(trace) if traced is None else traced.lowered
     result = [("00-trace.txt", "trace", str(trace))]

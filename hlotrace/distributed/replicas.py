@@ -28,6 +28,7 @@ import numpy as np
 from hlotrace.distributed import process
 from hlotrace.errors import HlotraceError
 from hlotrace.tensor import AbstractValue, Tensor
+from hlotrace.versions import VERSIONS
 
 CHECK_ENV = "HLOTRACE_DIST_CHECK"
 _OFF = frozenset({"off", "0", "false", "no"})
@@ -229,7 +230,8 @@ def check_step(inputs, own, grads, holders, mesh, memo) -> None:
         return
     key = _default_key()
     _KEY["stash"] = key._host if key._host is not None else key._device
-    seen = (mesh, tuple(own), tuple(grads), tuple(map(id, inputs)))
+    # Structural changes (train/eval: another signature, new optimizer state) check again.
+    seen = (mesh, tuple(own), tuple(grads), tuple(map(id, inputs)), VERSIONS.structure)
     slot = 0 if memo is None else id(memo)
     last = _VERIFIED.get(slot)
     if last is not None and last[0] == seen and all(r() is t for r, t in zip(last[1], inputs, strict=True)):

@@ -115,6 +115,17 @@ SCRIPT = textwrap.dedent(
 
     scenario("other-objects", other_objects)
 
+    # Checked again at a new signature (eval) of the same objects: process 1 loaded other values.
+    def new_signature():
+        net = build(0)[0]
+        logits = xla_trace(lambda x, *, net: net(x))
+        logits(batch(0)[0], net=net)
+        if me == 1:
+            net.load_state_dict({k: v * 2 for k, v in net.state_dict().items()})
+        logits(batch(0)[0], net=net.eval())
+
+    scenario("new-signature", new_signature)
+
     # Equal parameters; each process resumes its own optimizer state (a per-rank checkpoint).
     def optimizer():
         net, opt, gm = build(0)
@@ -203,6 +214,11 @@ def test_the_same_step_given_other_objects_checks_them(job):
     for text in _both(job, "other-objects"):
         assert text.startswith("error the compiled step's replicated inputs"), text
         assert "MLP.fc1.weight: process 1 differs from process 0" in text, text
+
+
+def test_a_new_signature_of_the_same_objects_checks_them_again(job):
+    for text in _both(job, "new-signature"):
+        assert text.startswith("error the compiled step's replicated inputs: 4 of 4"), text
 
 
 def test_optimizer_state_alone_differing_is_an_error_naming_it(job):

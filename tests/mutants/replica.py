@@ -45,6 +45,13 @@ MUTANTS = [
         why="a step proven once is never checked again, though called with other objects (another model)",
     ),
     Mutant(
+        id="structure-not-in-proof",
+        file=REPLICAS,
+        find="    seen = (mesh, tuple(own), tuple(grads), tuple(map(id, inputs)), VERSIONS.structure)\n",
+        replace="    seen = (mesh, tuple(own), tuple(grads), tuple(map(id, inputs)))\n",
+        why="a new signature of the same objects (eval, new optimizer state) is not checked again",
+    ),
+    Mutant(
         id="random-key-unchecked",
         file=COMPILE,
         find="        replicas.check_late_key(mesh)\n",

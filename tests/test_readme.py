@@ -67,8 +67,11 @@ GOOD = """\
 # Demo
 
 ```python
+import os
+
 x = [1, 2] + [3]
 len(x)  # -> 3
+os.environ.get("HLOTRACE_CPU_DEVICES")  # -> None
 print("a", "b")  # -> a b
 {"k": 1.5, "other": 2}  # -> {'k': 1.5, ...}
 ```
@@ -95,7 +98,8 @@ x  # -> [1, 2, 3, 7]
 """
 
 
-def test_the_runner_passes_a_good_readme(tmp_path):
+def test_the_runner_passes_a_good_readme(tmp_path, monkeypatch):
+    monkeypatch.setenv("HLOTRACE_CPU_DEVICES", "8")  # the test session's setting, not a reader's
     results = _run(tmp_path, GOOD)
     assert [r.returncode for r in results] == [0, 0, 0], "\n".join(r.stdout for r in results)
 

@@ -26,8 +26,10 @@ one space. A block whose first line starts with ``>>>`` is run as a doctest (ELL
 NORMALIZE_WHITESPACE). ```` ```bash ```` blocks are not run; ``bash_commands()`` lists
 their ``make``, ``hlotrace`` and ``python -m`` commands for the test to check.
 
-Nothing here imports hlotrace's core: the parent process only parses and starts
-subprocesses; the child (``_run_steps``) imports what the blocks import.
+A block's process inherits the caller's environment except its ``HLOTRACE_*`` settings
+other than the compile cache's and the platform's (a reader's shell has none of the test
+session's, such as tests/distributed's 8 CPU devices). This module imports nothing of
+hlotrace's own: the child (``_run_steps``) imports what the blocks import.
 """
 
 from __future__ import annotations
@@ -54,6 +56,10 @@ _HEADING = re.compile(r"^(#{1,6})\s+(?P<title>.+?)\s*#*\s*$")
 _COMMENT = re.compile(r"^\s*<!--\s*(?P<body>.*?)\s*-->\s*$")
 _CHECK = re.compile(r"^#\s*->\s?(?P<expected>.*)$")
 _LAUNCHER = "hlotrace.distributed.launch"
+# The HLOTRACE_* variables a block's process inherits: where compiled programs go and which
+# platform runs them. Others are the caller's settings a reader's shell would not have
+# (tests/distributed's HLOTRACE_CPU_DEVICES=8, a first-call mode); a block asks with ``env``.
+_INHERITED = {"HLOTRACE_CACHE_DIR", "HLOTRACE_CACHE_MAX_BYTES", "HLOTRACE_PLATFORM", "HLOTRACE_PJRT_PLUGIN"}
 
 
 class ReadmeError(Exception):
@@ -205,7 +211,7 @@ def run_group(group: Group, readme: str | os.PathLike, timeout: float = 600) -> 
         script = os.path.join(work, "run_readme_steps.py")
         with open(script, "w") as f:
             f.write("import sys\nfrom hlotrace.testing.readme import _run_steps\nsys.exit(_run_steps(sys.argv[1]))\n")
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HLOTRACE_") or k in _INHERITED}
         env.update(group.env)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
         command = [sys.executable, script, steps_file]

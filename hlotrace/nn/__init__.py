@@ -7,7 +7,19 @@
 ['0.weight', '0.bias', '2.weight', '2.bias']
 """
 
-from hlotrace.nn import activation, attention, containers, conv, dropout, init, loss, normalization, pooling, sparse
+from hlotrace.nn import (
+    activation,
+    attention,
+    containers,
+    conv,
+    dropout,
+    init,
+    loss,
+    normalization,
+    pooling,
+    sparse,
+    utils,
+)
 from hlotrace.nn.activation import *  # noqa: F403
 from hlotrace.nn.attention import *  # noqa: F403
 from hlotrace.nn.containers import *  # noqa: F403
@@ -32,6 +44,7 @@ __all__ = [
     "Stacked",
     "Unflatten",
     "init",
+    "utils",
     *activation.__all__,
     *attention.__all__,
     *containers.__all__,

@@ -1,4 +1,5 @@
-"""Optimizers: ``SGD``, ``Adam``, ``AdamW`` (PyTorch's update formulas, MegEngine's API).
+"""Optimizers: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad``, ``Lion`` (PyTorch's update
+formulas, MegEngine's API), learning-rate schedulers (:mod:`hlotrace.optim.lr_scheduler`).
 
 >>> import hlotrace as ht
 >>> from hlotrace import nn, optim
@@ -32,8 +33,10 @@ skipped entirely (its step count does not advance), so its first real update lat
 the first-step treatment and bias corrections PyTorch would give it.
 """
 
+from hlotrace.optim import lr_scheduler
 from hlotrace.optim.adam import Adam, AdamW
+from hlotrace.optim.adaptive import Adagrad, Lion, RMSprop
 from hlotrace.optim.optimizer import Optimizer
 from hlotrace.optim.sgd import SGD
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
+__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Lion", "Optimizer", "RMSprop", "lr_scheduler"]

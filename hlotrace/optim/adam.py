@@ -14,6 +14,7 @@ class Adam(Optimizer):
     Per parameter ``p`` with gradient ``g`` (γ = lr, β₁, β₂ = betas, ε = eps,
     λ = weight_decay, t = this parameter's step count, 1 on the first update)::
 
+        if maximize:  g ← −g
         if λ ≠ 0:  g ← g + λ·p
         m ← β₁·m + (1 − β₁)·g
         v ← β₂·v + (1 − β₂)·g²
@@ -34,8 +35,11 @@ class Adam(Optimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         amsgrad: bool = False,
+        maximize: bool = False,
     ):
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
+        defaults = dict(
+            lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize
+        )
         super().__init__(params, defaults)
 
     def _hyper_values(self, group: dict) -> dict[str, float]:
@@ -53,15 +57,17 @@ class Adam(Optimizer):
         return (*names, "max_exp_avg_sq") if group["amsgrad"] else names
 
     def _group_key(self, group: dict) -> tuple:
-        return (group["weight_decay"] != 0, bool(group["amsgrad"]))
+        return (group["weight_decay"] != 0, bool(group["amsgrad"]), bool(group.get("maximize", False)))
 
     def _update_group(self, group: dict, hyper: dict[str, Tensor]) -> None:
-        decay_on, amsgrad = self._group_key(group)
+        decay_on, amsgrad, maximize = self._group_key(group)
         lr, beta1, beta2, eps = hyper["lr"], hyper["beta1"], hyper["beta2"], hyper["eps"]
         for p in group["params"]:
             g = p.grad
             if g is None:
                 continue
+            if maximize:
+                g = -g
             state = self.state[p]
             step, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
             step._assign(step + 1)
@@ -105,5 +111,8 @@ class AdamW(Adam):
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
+        maximize: bool = False,
     ):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
+        super().__init__(
+            params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize
+        )

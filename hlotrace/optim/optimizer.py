@@ -134,6 +134,10 @@ class Optimizer:
     def _group_key(self, group: dict) -> tuple:
         return ()
 
+    def _initial_state(self, group: dict, name: str) -> float:
+        """The value a new state tensor ``name`` starts at (0; Adagrad's accumulator differs)."""
+        return 0.0
+
     def _update_group(self, group: dict, hyper: dict[str, Tensor]) -> None:
         raise NotImplementedError
 
@@ -189,13 +193,13 @@ class Optimizer:
                         # passed in had its state created by _trace_state first): its state
                         # starts at zero on every call, eagerly and compiled alike.
                         shape, dtype = ((), dt.float32) if name == "step" else (p.shape, p.dtype)
-                        state[name] = _recorded_full(shape, 0.0, dtype)
+                        state[name] = _recorded_full(shape, self._initial_state(group, name), dtype)
                         structure_changed()
                     elif name == "step":
                         state[name] = _new_tensor(np.zeros((), dt.float32))
                         structure_changed()
                     else:
-                        state[name] = _new_tensor(np.zeros(p.shape, p.dtype))
+                        state[name] = _new_tensor(np.full(p.shape, self._initial_state(group, name), p.dtype))
                         structure_changed()
 
     def _static_key(self) -> tuple:

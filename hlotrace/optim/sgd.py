@@ -14,6 +14,7 @@ class SGD(Optimizer):
     Per parameter ``p`` with gradient ``g`` (γ = lr, λ = weight_decay, μ = momentum,
     τ = dampening, t = this parameter's count of momentum updates, 1 on the first)::
 
+        if maximize:  g ← −g
         if λ ≠ 0:  g ← g + λ·p
         if μ ≠ 0:  b ← g                    if t = 1
                    b ← μ·b + (1 − τ)·g      otherwise
@@ -33,8 +34,16 @@ class SGD(Optimizer):
         dampening: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        maximize: bool = False,
     ):
-        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
+        defaults = dict(
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+            maximize=maximize,
+        )
         super().__init__(params, defaults)
 
     def _validate_group(self, group: dict) -> None:
@@ -46,15 +55,22 @@ class SGD(Optimizer):
         return ("step", "momentum_buffer") if group["momentum"] != 0 else ()
 
     def _group_key(self, group: dict) -> tuple:
-        return (group["momentum"] != 0, bool(group["nesterov"]), group["weight_decay"] != 0)
+        return (
+            group["momentum"] != 0,
+            bool(group["nesterov"]),
+            group["weight_decay"] != 0,
+            bool(group.get("maximize", False)),
+        )
 
     def _update_group(self, group: dict, hyper: dict[str, Tensor]) -> None:
-        momentum_on, nesterov, decay_on = self._group_key(group)
+        momentum_on, nesterov, decay_on, maximize = self._group_key(group)
         lr, mu = hyper["lr"], hyper["momentum"]
         for p in group["params"]:
             g = p.grad
             if g is None:
                 continue
+            if maximize:
+                g = -g
             if decay_on:
                 g = g + hyper["weight_decay"] * p
             if momentum_on:

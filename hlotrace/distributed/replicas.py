@@ -75,8 +75,14 @@ def whole_in_every_process(sharding, ndim: int) -> bool:
     process: it is split over no mesh axis along which the process changes."""
     if sharding is None:
         return True
-    axes = {a for dim in sharding.dims(ndim) for a in dim}
-    return not axes & _spanning_axes(sharding.mesh)
+    found = _WHOLE.get((sharding, ndim))
+    if found is None:
+        axes = {a for dim in sharding.dims(ndim) for a in dim}
+        found = _WHOLE[(sharding, ndim)] = not axes & _spanning_axes(sharding.mesh)
+    return found
+
+
+_WHOLE: dict = {}  # (placement, rank) -> whole_in_every_process
 
 
 def local_value(tensor: Tensor) -> np.ndarray | None:
@@ -230,12 +236,23 @@ def check_step(inputs, own, grads, holders, mesh, memo) -> None:
         return
     key = _default_key()
     _KEY["stash"] = key._host if key._host is not None else key._device
-    # Structural changes (train/eval: another signature, new optimizer state) check again.
-    seen = (mesh, tuple(own), tuple(grads), tuple(map(id, inputs)), VERSIONS.structure)
+    whole = [t for t, s in zip(inputs, own, strict=True) if whole_in_every_process(s, t.ndim)]
+    # Proven for these objects (not those split over the processes: a new batch on every
+    # call), these placements and this structure (another signature after train/eval, new
+    # optimizer state). A replicated argument that is a new object on every call is checked
+    # on every call, as make_global's replicated data is.
+    seen = (mesh, tuple(own), tuple(grads), tuple(map(id, whole)))
+    structure = VERSIONS.structure
     slot = 0 if memo is None else id(memo)
-    last = _VERIFIED.get(slot)
-    if last is not None and last[0] == seen and all(r() is t for r, t in zip(last[1], inputs, strict=True)):
-        return
+    last = _VERIFIED.get(slot)  # (seen, weak references to ``whole``, structure or None)
+    if last is not None and last[0] == seen and all(r() is t for r, t in zip(last[1], whole, strict=True)):
+        if last[2] == structure:
+            return
+        if last[2] is None:
+            # The call after a check: the structure the checked call's own recording left
+            # (optimizer state created, .grads set and cleared) is the proven one.
+            _VERIFIED[slot] = (seen, last[1], structure)
+            return
     names = tensor_names(holders)
     named = []
     for i, (t, s, g) in enumerate(zip(inputs, own, grads, strict=True)):
@@ -247,7 +264,7 @@ def check_step(inputs, own, grads, holders, mesh, memo) -> None:
     if _KEY["read"] and all(t is not key for t in inputs):
         named.append(("the default random generator's key (ht.random)", key))
     check("the compiled step's replicated inputs", named)
-    _VERIFIED[slot] = (seen, [weakref.ref(t) for t in inputs])
+    _VERIFIED[slot] = (seen, [weakref.ref(t) for t in whole], None)
 
 
 def check_late_key(mesh) -> None:

@@ -29,6 +29,7 @@ SCRIPT = textwrap.dedent(
     import hlotrace.functional as F
     from hlotrace import nn, optim
     from hlotrace.autodiff import GradManager
+    from hlotrace.distributed import replicas
     from hlotrace.jit import xla_trace
 
     dist.initialize()
@@ -71,10 +72,13 @@ SCRIPT = textwrap.dedent(
 
     def train(net, opt, gm, steps=3, drop=False):
         step = xla_trace(train_step)
+        checks = replicas._CHECKS[0]
         for i in range(steps):
             step(*batch(i), net=net, opt=opt, gm=gm, drop=drop)
+        checks = replicas._CHECKS[0] - checks  # exchanges: once, not per call (a new batch each time)
         # parameters are replicated: each process reads its own copy
-        return "checksum %.9g" % sum(float(np.abs(p.numpy()).astype(np.float64).sum()) for p in net.parameters())
+        total = sum(float(np.abs(p.numpy()).astype(np.float64).sum()) for p in net.parameters())
+        return f"checksum {total:.9g} checks {checks}"
 
 
     def scenario(label, run):
@@ -120,6 +124,7 @@ SCRIPT = textwrap.dedent(
         net = build(0)[0]
         logits = xla_trace(lambda x, *, net: net(x))
         logits(batch(0)[0], net=net)
+        logits(batch(1)[0], net=net)
         if me == 1:
             net.load_state_dict({k: v * 2 for k, v in net.state_dict().items()})
         logits(batch(0)[0], net=net.eval())
@@ -199,7 +204,7 @@ def test_per_process_seeds_stop_every_process_naming_the_tensors_and_the_fix(job
 
 def test_one_seed_trains_identical_replicas_and_checks_again_after_training(job):
     first, second = _both(job, "seeded")
-    assert first.startswith("ok checksum"), first
+    assert first.startswith("ok checksum") and first.endswith(" checks 1"), first
     assert first == second
 
 

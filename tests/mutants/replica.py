@@ -40,15 +40,25 @@ MUTANTS = [
     Mutant(
         id="checked-on-first-call-only",
         file=REPLICAS,
-        find="    if last is not None and last[0] == seen and all(r() is t for r, t in zip(last[1], inputs, strict=True)):\n",
+        find=(
+            "    if last is not None and last[0] == seen and all(r() is t for r, t in zip(last[1], whole, "
+            "strict=True)):\n"
+        ),
         replace="    if last is not None:\n",
         why="a step proven once is never checked again, though called with other objects (another model)",
     ),
     Mutant(
+        id="batch-identity-in-proof",
+        file=REPLICAS,
+        find="    seen = (mesh, tuple(own), tuple(grads), tuple(map(id, whole)))\n",
+        replace="    seen = (mesh, tuple(own), tuple(grads), tuple(map(id, inputs)))\n",
+        why="what was proven includes the batch split over the processes, a new object per call: checked every call",
+    ),
+    Mutant(
         id="structure-not-in-proof",
         file=REPLICAS,
-        find="    seen = (mesh, tuple(own), tuple(grads), tuple(map(id, inputs)), VERSIONS.structure)\n",
-        replace="    seen = (mesh, tuple(own), tuple(grads), tuple(map(id, inputs)))\n",
+        find="        if last[2] == structure:\n            return\n",
+        replace="        return\n",
         why="a new signature of the same objects (eval, new optimizer state) is not checked again",
     ),
     Mutant(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from hlotrace.errors import PassError
 from hlotrace.passes.op_count import count_ops
+from hlotrace.passes.options import check_options
 from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES, PASSES_ENV, PassDef
 from hlotrace.runtime import jaxlib_compat
 from hlotrace.runtime.jaxlib_compat import ir
@@ -71,8 +72,9 @@ def _known() -> str:
 def parse_pipeline(text: str | None) -> tuple[PassSpec, ...]:
     """``"a,b{k=v k2=v2},c"`` → PassSpecs (options may also be separated by commas).
 
-    Unknown pass names and options a pass did not declare are refused with the known ones
-    listed. ``""`` (or None) is the empty pipeline.
+    Unknown pass names are refused with the known ones listed, and every pass's options by
+    :func:`hlotrace.passes.options.check_options` (the check ``hlotrace passes --check``
+    makes). ``""`` (or None) is the empty pipeline.
     """
     _load_own_passes()
     text = (text or "").strip()
@@ -100,11 +102,7 @@ def parse_pipeline(text: str | None) -> tuple[PassSpec, ...]:
         definition = PASSES.get(name)
         if definition is None:
             raise PassError(f"unknown pass {name!r} in pipeline {text!r}; passes: {_known()}")
-        if not definition.builtin:
-            for key, _ in options:
-                if key not in definition.options:
-                    accepted = ", ".join(sorted(definition.options)) or "none"
-                    raise PassError(f"pass {name!r} has no option {key!r} (its options: {accepted})")
+        check_options(definition, dict(options))
         specs.append(PassSpec(name, tuple(options)))
         while position < len(text) and text[position].isspace():
             position += 1

@@ -3,7 +3,8 @@
 A pass is a function ``fn(module, options) -> None`` that rewrites ``module`` (an
 ``ir.Module`` holding ``func.func public @main``) in place; ``options`` is a dict of the
 string values given in the pipeline's braces (``remat{policy=sqrt}`` → ``{"policy": "sqrt"}``),
-checked against the option names the pass declared. Register it once::
+checked against the option names the pass declared and by its ``validate`` function
+(:func:`hlotrace.passes.options.check_options`, when the pipeline is parsed). Register it once::
 
     @register_pass("silu-composite", options={"name": "composite name"})
     def silu_composite(module, options):
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from hlotrace.passes import options as checks
 
 PassFn = Callable[..., None]
 
@@ -37,8 +40,9 @@ class PassDef:
     description: str  # one line
     options: dict[str, str] = field(default_factory=dict)  # option name -> one-line help
     exact: bool = True  # results are bitwise equal with and without the pass
-    builtin: bool = False  # an MLIR pass (options are handed to MLIR unchecked)
+    builtin: bool = False  # an MLIR pass (its options are checked by MLIR's parser too)
     module: str = ""  # where fn is defined
+    validate: Callable[[dict], object] | None = None  # raises PassError for a bad option value
 
 
 PASSES: dict[str, PassDef] = {}
@@ -51,11 +55,20 @@ def _first_line(doc: str | None) -> str:
     return ""
 
 
-def register_pass(name: str, *, options: dict[str, str] | None = None, exact: bool = True, description: str = ""):
+def register_pass(
+    name: str,
+    *,
+    options: dict[str, str] | None = None,
+    exact: bool = True,
+    description: str = "",
+    validate: Callable[[dict], object] | None = None,
+):
     """Decorator: register ``fn(module, options)`` as the pass ``name`` (once only).
 
     ``options``: the option names the pass accepts, each with a one-line help; a pipeline
-    naming another option is refused. ``exact=False`` declares that the pass may change
+    naming another option is refused. ``validate``: ``validate(options)`` raises PassError
+    naming the option, its bad value and the valid ones; parsing a pipeline calls it, so
+    ``hlotrace passes --check`` refuses what running the pass would. ``exact=False`` declares that the pass may change
     arithmetic (results are then compared within tolerance, not bitwise, by the
     differential tests). ``description`` defaults to the first line of the docstring.
     """
@@ -68,7 +81,7 @@ def register_pass(name: str, *, options: dict[str, str] | None = None, exact: bo
         text = description or _first_line(fn.__doc__)
         if not text:
             raise ValueError(f"pass {name!r} needs a description (a docstring or description=)")
-        PASSES[name] = PassDef(name, fn, text, dict(options or {}), exact, False, fn.__module__)
+        PASSES[name] = PassDef(name, fn, text, dict(options or {}), exact, False, fn.__module__, validate)
         return fn
 
     return register
@@ -83,12 +96,36 @@ def unregister_pass(name: str) -> None:
 
 
 # MLIR's passes that are useful on StableHLO, with what they do there (measured with
-# jaxlib 0.10.2: see JAXLIB_NOTES.md "Rewriting and passes").
+# jaxlib 0.10.2: see JAXLIB_NOTES.md "Rewriting and passes"), and the options MLIR gives them.
 _BUILTINS = {
     "cse": "MLIR common-subexpression elimination: identical ops on identical operands computed once",
     "canonicalize": "MLIR canonicalizer; on StableHLO it removes dead ops only (no algebraic folding)",
     "symbol-dce": "MLIR: remove private functions nothing calls",
     "remove-dead-values": "MLIR: remove unused results and ops that compute nothing used",
 }
+_BUILTIN_OPTIONS = {
+    "canonicalize": {
+        "max-iterations": ("N: at most N rounds of rewriting (-1: no limit)", checks.integer(-1)),
+        "max-num-rewrites": ("N: at most N rewrites (-1: no limit)", checks.integer(-1)),
+        "region-simplify": (
+            "disabled | normal (default) | aggressive",
+            checks.one_of("disabled", "normal", "aggressive"),
+        ),
+        "top-down": ("true | false: visit ops from the top", checks.boolean),
+        "test-convergence": ("true | false: fail when rewriting does not converge", checks.boolean),
+        "disable-patterns": ("NAME: a rewrite pattern not to apply", checks.text),
+        "enable-patterns": ("NAME: apply only this rewrite pattern", checks.text),
+    },
+}
 for _name, _text in _BUILTINS.items():
-    PASSES[_name] = PassDef(_name, None, _text, {}, True, True, "mlir")
+    _options = _BUILTIN_OPTIONS.get(_name, {})
+    PASSES[_name] = PassDef(
+        _name,
+        None,
+        _text,
+        {k: help_text for k, (help_text, _) in _options.items()},
+        True,
+        True,
+        "mlir",
+        checks.checks_values(_name, {k: check for k, (_, check) in _options.items()}),
+    )

@@ -52,31 +52,35 @@ def parse_bytes(text: str) -> int:
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", text)
     if not match or match.group(2).lower() not in _UNITS:
         raise PassError(
-            f"remat: budget={text!r} is not a byte count (e.g. 200MB, 1.5GiB, 4096; units {', '.join(k for k in _UNITS if k)})"
+            f"pass 'remat': budget={text!r} is not a byte count (e.g. 200MB, 1.5GiB, 4096; units {', '.join(k for k in _UNITS if k)})"
         )
     value = float(match.group(1)) * _UNITS[match.group(2).lower()]
     if value <= 0:
-        raise PassError(f"remat: budget={text!r} must be positive")
+        raise PassError(f"pass 'remat': budget={text!r} must be positive")
     return int(value)
 
 
 def _policy(options: dict) -> tuple[str, int | None]:
+    """(policy, its value) of remat's options; PassError naming a bad one. Also the pass's
+    ``validate``: parsing a pipeline (and ``hlotrace passes --check``) calls it."""
     policy = options.get("policy")
     if policy is None:
         policy = "every" if "every" in options else "budget" if "budget" in options else "sqrt"
     if policy not in ("none", "every", "sqrt", "budget"):
-        raise PassError(f"remat: policy={policy!r} is not one of none, every, sqrt, budget")
+        raise PassError(f"pass 'remat': policy={policy!r} is not one of none, every, sqrt, budget")
     if policy == "every":
         try:
             k = int(options.get("every", "1"))
         except ValueError:
-            raise PassError(f"remat: every={options.get('every')!r} is not an integer") from None
+            raise PassError(
+                f"pass 'remat': every={options.get('every')!r} is not an integer (expected K >= 1: keep every K-th layer boundary)"
+            ) from None
         if k < 1:
-            raise PassError(f"remat: every={k} must be >= 1")
+            raise PassError(f"pass 'remat': every={k} must be >= 1")
         return policy, k
     if policy == "budget":
         if "budget" not in options:
-            raise PassError("remat: policy=budget needs budget=BYTES")
+            raise PassError("pass 'remat': policy=budget needs budget=BYTES")
         return policy, parse_bytes(options["budget"])
     return policy, None
 
@@ -309,6 +313,7 @@ def _aval(t, aval_cls):
         "every": "K: keep every K-th layer boundary (implies policy=every)",
         "budget": "BYTES: the least recomputation whose compiled temp memory fits (e.g. 200MB; implies policy=budget)",
     },
+    validate=_policy,
 )
 def remat(module, options) -> None:
     """Recompute forward activations in the backward pass (barriers keep XLA from undoing it)."""

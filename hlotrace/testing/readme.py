@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DIRECTIVE = "readme-test:"
-_FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)\s*$")
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)[^`]*$")  # an info string may follow
 _HEADING = re.compile(r"^(#{1,6})\s+(?P<title>.+?)\s*#*\s*$")
 _COMMENT = re.compile(r"^\s*<!--\s*(?P<body>.*?)\s*-->\s*$")
 _CHECK = re.compile(r"^#\s*->\s?(?P<expected>.*)$")

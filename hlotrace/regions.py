@@ -127,6 +127,8 @@ class RegionRecorder:
         self.params: list[int] = []
         self.captures: list[Tensor] = []  # closed-over tensors, in order of first use
         self.capture_params: dict[int, int] = {}  # id(tensor) -> its param
+        # nn modules called in the body: the enclosing recording's (hlotrace.captures)
+        self.called_modules: dict[int, object] = {} if self.parent is None else self.parent.called_modules
         self._var_of: dict[int, int] = {}
         self._alive: list = []
         self._tokens = None

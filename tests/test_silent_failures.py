@@ -305,6 +305,17 @@ def test_a_stale_capture_warns_once_naming_the_tensor():
         predict(x)
 
 
+def test_loading_a_checkpoint_into_a_captured_model_is_seen():
+    """No .grad or structure changes here: only the values (load_state_dict)."""
+    ht.random.seed(0)
+    net, checkpoint = nn.Linear(4, 2), nn.Linear(4, 2).state_dict()
+    predict = _capturing(net, "refresh")
+    x = ht.tensor(np.ones((1, 4), np.float32))
+    predict(x)
+    net.load_state_dict(checkpoint)
+    assert_close(predict(x).numpy(), net(x).numpy(), STEP_TOLERANCE, what="prediction after load_state_dict")
+
+
 def test_refresh_re_records_after_training_and_after_eval():
     ht.random.seed(0)
     net = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2))

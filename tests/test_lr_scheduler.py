@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import hlotrace as ht
-from hlotrace import nn, optim
+from hlotrace import F, nn, optim
 from hlotrace.autodiff import GradManager
 from hlotrace.errors import HlotraceError
 from hlotrace.jit import xla_trace
@@ -315,3 +315,40 @@ def test_compiled_step_with_scheduler_and_clipping_equals_eager_and_compiles_onc
     assert len(set(lrs)) >= 6  # the lr really moved every step
     assert max(norms) > 0.25  # and clipping was active
     assert step.cache_size == 1 and ht.metrics()["compiles"] == 1
+
+
+def test_gradient_accumulation_over_micro_batches_equals_one_large_batch():
+    """Backward on k micro-batches (each loss divided by k) accumulates into ``.grad`` until
+    ``clear_grad()``: compiled, that is an accumulate step and an update step."""
+
+    def accumulate(x, y, net, gm):
+        with gm:
+            loss = F.cross_entropy(net(x), y) / 4
+            gm.backward(loss)
+        return loss
+
+    def update(opt):
+        opt.step().clear_grad()
+
+    def setup():
+        nn.init.seed(5)
+        net = Blocks()
+        return net, optim.SGD(net.parameters(), lr=0.1, momentum=0.9), GradManager().attach(net.parameters())
+
+    big, micro = setup(), setup()
+    compiled_accumulate, compiled_update = xla_trace(accumulate), xla_trace(update)
+    for step_index in range(3):
+        rng = np.random.default_rng(step_index)
+        x = rng.standard_normal((32, 8)).astype(np.float32)
+        y = rng.integers(0, 4, 32).astype(np.int32)
+        net, opt, gm = big
+        with gm:
+            gm.backward(F.cross_entropy(net(ht.tensor(x)), ht.tensor(y)))
+        opt.step().clear_grad()
+        for k in range(4):
+            rows = slice(8 * k, 8 * k + 8)
+            compiled_accumulate(ht.tensor(x[rows]), ht.tensor(y[rows]), micro[0], micro[2])
+        compiled_update(micro[1])
+    for a, b in zip(micro[0].parameters(), big[0].parameters(), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+    assert compiled_accumulate.cache_size == 2  # the first micro-batch finds no .grad yet

@@ -17,6 +17,7 @@ from hlotrace.nn import (
     loss,
     normalization,
     pooling,
+    resample,
     sparse,
     utils,
 )
@@ -30,6 +31,7 @@ from hlotrace.nn.loss import *  # noqa: F403
 from hlotrace.nn.module import IncompatibleKeys, Module
 from hlotrace.nn.normalization import *  # noqa: F403
 from hlotrace.nn.pooling import *  # noqa: F403
+from hlotrace.nn.resample import *  # noqa: F403
 from hlotrace.nn.sparse import *  # noqa: F403
 from hlotrace.nn.stacked import Stacked
 
@@ -53,5 +55,6 @@ __all__ = [
     *loss.__all__,
     *normalization.__all__,
     *pooling.__all__,
+    *resample.__all__,
     *sparse.__all__,
 ]

@@ -1,4 +1,4 @@
-"""Conv2d.
+"""Conv1d, Conv2d, ConvTranspose2d (PyTorch's layouts and initialization).
 
 >>> from hlotrace import nn
 >>> conv = nn.Conv2d(3, 8, 3, padding=1)
@@ -18,16 +18,42 @@ from hlotrace.nn import init
 from hlotrace.nn.module import Module
 from hlotrace.tensor import Parameter
 
-__all__ = ["Conv2d"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose2d"]
 
 
-def _pair(value, name: str) -> tuple[int, int]:
+def _pair(value, name: str, owner: str = "Conv2d") -> tuple[int, int]:
     """An int or two ints, as PyTorch's ``_pair`` (the op checks the values themselves)."""
     if isinstance(value, list | tuple):
         if len(value) != 2:
-            raise HlotraceError(f"Conv2d: {name} needs an int or 2 ints, got {value!r}")
+            raise HlotraceError(f"{owner}: {name} needs an int or 2 ints, got {value!r}")
         return tuple(value)
     return (value, value)
+
+
+def _single(value, name: str) -> int:
+    if isinstance(value, list | tuple):
+        if len(value) != 1:
+            raise HlotraceError(f"Conv1d: {name} needs an int or 1 int, got {value!r}")
+        return value[0]
+    return value
+
+
+def _check_groups(owner: str, in_channels: int, out_channels: int, groups: int) -> None:
+    if groups < 1 or in_channels % groups or out_channels % groups:
+        raise HlotraceError(
+            f"{owner}: groups={groups} must be >= 1 and divide in_channels={in_channels} "
+            f"and out_channels={out_channels}"
+        )
+
+
+def _reset(weight: Parameter, bias: Parameter | None) -> None:
+    """PyTorch's conv ``reset_parameters``: ``kaiming_uniform_(a=sqrt(5))`` on the weight, the
+    bias from U(-k, k) with k = 1/sqrt(fan_in), fan_in from the weight's dims 1, 2, ..."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = init.calculate_fan_in_and_fan_out(weight)
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        init.uniform_(bias, -bound, bound)
 
 
 class Conv2d(Module):
@@ -57,11 +83,7 @@ class Conv2d(Module):
     ):
         super().__init__()
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
-        if self.groups < 1 or self.in_channels % self.groups or self.out_channels % self.groups:
-            raise HlotraceError(
-                f"Conv2d: groups={groups} must be >= 1 and divide in_channels={in_channels} "
-                f"and out_channels={out_channels}"
-            )
+        _check_groups("Conv2d", self.in_channels, self.out_channels, self.groups)
         self.kernel_size = _pair(kernel_size, "kernel_size")
         self.stride = _pair(stride, "stride")
         self.padding = _pair(padding, "padding")
@@ -76,11 +98,7 @@ class Conv2d(Module):
 
     def reset_parameters(self) -> None:
         """Draw fresh initial values (in place), as PyTorch's ``Conv2d.reset_parameters``."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init.calculate_fan_in_and_fan_out(self.weight)
-            bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-            init.uniform_(self.bias, -bound, bound)
+        _reset(self.weight, self.bias)
 
     def forward(self, x):
         return F.conv2d(
@@ -101,4 +119,126 @@ class Conv2d(Module):
             text += f", dilation={self.dilation}"
         if self.groups != 1:
             text += f", groups={self.groups}"
+        return text + ("" if self.bias is not None else ", bias=False")
+
+
+class Conv1d(Module):
+    """1-d convolution over (N, C, L) inputs: ``F.conv1d`` with ``weight`` of shape
+    (out_channels, in_channels / groups, k); initialized as PyTorch's ``nn.Conv1d``.
+
+    >>> nn.Conv1d(3, 8, 5, padding=2)(ht.tensor(np.ones((2, 3, 16), np.float32))).shape
+    (2, 8, 16)
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        bias: bool = True,
+        dtype="float32",
+    ):
+        super().__init__()
+        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
+        _check_groups("Conv1d", self.in_channels, self.out_channels, self.groups)
+        self.kernel_size = _single(kernel_size, "kernel_size")
+        self.stride = _single(stride, "stride")
+        self.padding = _single(padding, "padding")
+        self.dilation = _single(dilation, "dilation")
+        shape = (self.out_channels, self.in_channels // self.groups, self.kernel_size)
+        self.weight = Parameter(np.zeros(shape, np.float32), dtype=dtype)
+        if bias:
+            self.bias = Parameter(np.zeros((self.out_channels,), np.float32), dtype=dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw fresh initial values (in place), as PyTorch's ``Conv1d.reset_parameters``."""
+        _reset(self.weight, self.bias)
+
+    def forward(self, x):
+        return F.conv1d(
+            x,
+            self.weight,
+            self.bias,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            groups=self.groups,
+        )
+
+    def extra_repr(self) -> str:
+        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding:
+            text += f", padding={self.padding}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        return text + ("" if self.bias is not None else ", bias=False")
+
+
+class ConvTranspose2d(Module):
+    """Transposed 2-d convolution over (N, C, H, W) inputs: ``F.conv_transpose2d`` with
+    ``weight`` of shape (in_channels, out_channels / groups, kH, kW), PyTorch's layout and
+    initialization (its fan_in is ``out_channels / groups · kH · kW``, from weight dim 1).
+
+    >>> nn.ConvTranspose2d(4, 2, 2, stride=2)(ht.tensor(np.ones((1, 4, 3, 3), np.float32))).shape
+    (1, 2, 6, 6)
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation=1,
+        dtype="float32",
+    ):
+        super().__init__()
+        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
+        _check_groups("ConvTranspose2d", self.in_channels, self.out_channels, self.groups)
+        self.kernel_size = _pair(kernel_size, "kernel_size", "ConvTranspose2d")
+        self.stride = _pair(stride, "stride", "ConvTranspose2d")
+        self.padding = _pair(padding, "padding", "ConvTranspose2d")
+        self.output_padding = _pair(output_padding, "output_padding", "ConvTranspose2d")
+        self.dilation = _pair(dilation, "dilation", "ConvTranspose2d")
+        shape = (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
+        self.weight = Parameter(np.zeros(shape, np.float32), dtype=dtype)
+        if bias:
+            self.bias = Parameter(np.zeros((self.out_channels,), np.float32), dtype=dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw fresh initial values (in place), as PyTorch's ``ConvTranspose2d.reset_parameters``."""
+        _reset(self.weight, self.bias)
+
+    def forward(self, x):
+        return F.conv_transpose2d(
+            x,
+            self.weight,
+            self.bias,
+            stride=self.stride,
+            padding=self.padding,
+            output_padding=self.output_padding,
+            dilation=self.dilation,
+            groups=self.groups,
+        )
+
+    def extra_repr(self) -> str:
+        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0, 0):
+            text += f", padding={self.padding}"
+        if self.output_padding != (0, 0):
+            text += f", output_padding={self.output_padding}"
         return text + ("" if self.bias is not None else ", bias=False")

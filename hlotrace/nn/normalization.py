@@ -1,4 +1,5 @@
-"""Normalization modules: ``BatchNorm1d``, ``BatchNorm2d``, ``LayerNorm``, ``GroupNorm``, ``RMSNorm``.
+"""Normalization modules: ``BatchNorm1d``, ``BatchNorm2d``, ``LayerNorm``, ``GroupNorm``, ``RMSNorm``,
+``InstanceNorm1d``, ``InstanceNorm2d``.
 
 >>> from hlotrace import nn
 >>> bn = nn.BatchNorm2d(3)
@@ -19,7 +20,7 @@ from hlotrace.errors import HlotraceError
 from hlotrace.nn.module import Module
 from hlotrace.tensor import Parameter, tensor
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "LayerNorm", "RMSNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LayerNorm", "RMSNorm"]
 
 
 def _positive_int(name: str, value, what: str) -> int:
@@ -173,3 +174,51 @@ class RMSNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class _InstanceNorm(Module):
+    """Per example and channel, normalized over the spatial dims (``F.group_norm`` with one
+    group per channel); ``weight``/``bias`` per channel if ``affine`` (PyTorch's default: off)."""
+
+    _rank = 0
+    _layout = ""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False):
+        super().__init__()
+        name = type(self).__name__
+        self.num_features = _positive_int(name, num_features, "num_features")
+        if track_running_stats:
+            raise HlotraceError(f"{name}: track_running_stats=True is not supported (statistics are per example)")
+        self.eps = float(eps)
+        self.affine = bool(affine)
+        if self.affine:
+            self.weight = Parameter(np.ones((self.num_features,), np.float32))
+            self.bias = Parameter(np.zeros((self.num_features,), np.float32))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        if x.ndim != self._rank or x.shape[1] != self.num_features:
+            raise HlotraceError(
+                f"{type(self).__name__}({self.num_features}) expects an {self._layout} input with "
+                f"C={self.num_features}, got shape {x.shape}"
+            )
+        return F.group_norm(x, self.num_features, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, affine={self.affine}"
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalization of ``(N, C, L)`` inputs (PyTorch's ``nn.InstanceNorm1d``)."""
+
+    _rank = 3
+    _layout = "(N, C, L)"
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalization of ``(N, C, H, W)`` inputs (PyTorch's ``nn.InstanceNorm2d``)."""
+
+    _rank = 4
+    _layout = "(N, C, H, W)"

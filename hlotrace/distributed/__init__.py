@@ -7,7 +7,9 @@
 >>> step(net, opt, x, y)      # xla_trace compiles for the mesh; XLA inserts the collectives
 
 Several processes (hosts): ``dist.initialize()`` first (``python -m hlotrace.distributed.launch``
-sets it up), then ``dist.make_global`` builds inputs from each process's part.
+sets it up), then ``dist.make_global`` builds inputs from each process's part. Replicated
+inputs are proven equal across processes before a step's first call (``dist.ReplicaMismatch``
+names what differs); ``dist.broadcast_from(0, [net, opt])`` copies process 0's values.
 
 A placement is data on a Tensor (``tensor.sharding``); the recorded program is the same with
 or without one (eager values are the global view). See README.md, "Many devices (SPMD)".

@@ -251,3 +251,57 @@ def test_the_check_switched_off_lets_divergent_replicas_train(job):
     assert first.startswith("ok checksum") and second.startswith("ok checksum"), (first, second)
     assert first != second  # each process trained its own model: what the check prevents
     assert _both(job, "off-global") == ("ok (4,)", "ok (4,)")
+
+
+# -- in this process (no job) ------------------------------------------------------------------
+
+
+def test_fingerprints_are_bit_exact_and_carry_dtype_and_shape():
+    import numpy as np
+
+    from hlotrace.distributed.replicas import fingerprint
+
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert fingerprint(a) == fingerprint(a.copy()) == fingerprint(np.asfortranarray(a))
+    assert fingerprint(a[:, ::2]) == fingerprint(np.ascontiguousarray(a[:, ::2]))
+    assert fingerprint(np.zeros(2, np.float32)) != fingerprint(np.array([0.0, -0.0], np.float32))
+    assert fingerprint(a) != fingerprint(a.reshape(4, 3)) and fingerprint(a) != fingerprint(a.astype(np.float64))
+    assert fingerprint(np.zeros((0, 3), np.int32)).startswith("<i4[0, 3]:")
+
+
+def test_a_mismatch_names_each_tensor_and_groups_the_processes():
+    from hlotrace.distributed.replicas import SHOWN, ReplicaMismatch, compare
+
+    names = ["MLP.fc1.weight", "MLP.fc1.bias", "AdamW lr (param group 0)"]
+    tables = [["a", "b", "c"], ["a", "x", "y"], ["a", "x", "z"]]
+    with pytest.raises(ReplicaMismatch) as caught:
+        compare("the step", names, tables, "fix it ({env}=off)")
+    text = str(caught.value)
+    assert text.startswith("the step: 2 of 3 replicated tensors differ between processes"), text
+    assert "  MLP.fc1.bias: processes 1, 2 differ from process 0\n" in text
+    assert "  AdamW lr (param group 0): process 1 and process 2 differ from process 0\n" in text
+    assert "MLP.fc1.weight" not in text and text.endswith("fix it (HLOTRACE_DIST_CHECK=off)")
+    compare("the step", names, [tables[0]] * 3, "")  # equal everywhere: nothing raised
+    with pytest.raises(
+        ReplicaMismatch, match=r"different numbers of replicated tensors \(process 0: 3, process 1: 2\)"
+    ):
+        compare("the step", names, [tables[0], tables[0][:2]], "")
+    many = [f"t{i}" for i in range(SHOWN + 3)]
+    with pytest.raises(ReplicaMismatch, match=r"  \.\.\. and 3 more\n"):
+        compare("the step", many, [["a"] * len(many), ["b"] * len(many)], "")
+
+
+def test_broadcast_from_in_one_process_returns_its_argument_and_checks_it():
+    import hlotrace as ht
+    import hlotrace.distributed as dist
+    from hlotrace import nn
+    from hlotrace.errors import HlotraceError
+
+    net = nn.Linear(2, 3)
+    before = net.weight.numpy().copy()
+    assert dist.broadcast_from(0, [net, ht.tensor([1.0])])[0] is net
+    assert (net.weight.numpy() == before).all()
+    with pytest.raises(HlotraceError, match=r"src must be a process index in \[0, 1\), got 1"):
+        dist.broadcast_from(1, net)
+    with pytest.raises(HlotraceError, match="copies Modules, Optimizers, Tensors or lists of them, got dict"):
+        dist.broadcast_from(0, net.state_dict())

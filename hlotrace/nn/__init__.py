@@ -19,6 +19,7 @@ from hlotrace.nn import (
     pooling,
     resample,
     sparse,
+    transformer,
     utils,
 )
 from hlotrace.nn.activation import *  # noqa: F403
@@ -34,6 +35,7 @@ from hlotrace.nn.pooling import *  # noqa: F403
 from hlotrace.nn.resample import *  # noqa: F403
 from hlotrace.nn.sparse import *  # noqa: F403
 from hlotrace.nn.stacked import Stacked
+from hlotrace.nn.transformer import *  # noqa: F403
 
 __all__ = [
     "Flatten",
@@ -57,4 +59,5 @@ __all__ = [
     *pooling.__all__,
     *resample.__all__,
     *sparse.__all__,
+    *transformer.__all__,
 ]

@@ -226,6 +226,12 @@ def _reference(kind, kwargs):
         elif kind == "adagrad":
             state["s"] = state["s"] + g * g
             p = p - lr / (1 + (t - 1) * kwargs.get("lr_decay", 0.0)) * g / (np.sqrt(state["s"]) + 1e-10)
+        elif kind == "adadelta":
+            rho = kwargs.get("rho", 0.9)
+            state["v"] = rho * state["v"] + (1 - rho) * g * g
+            delta = np.sqrt(state["b"] + 1e-6) / np.sqrt(state["v"] + 1e-6) * g
+            state["b"] = rho * state["b"] + (1 - rho) * delta * delta
+            p = p - lr * delta
         elif kind == "sgd":
             p = p - lr * g
     return p
@@ -243,6 +249,8 @@ def _reference(kind, kwargs):
             optim.Adagrad,
             {"lr": 0.1, "lr_decay": 0.5, "initial_accumulator_value": 0.3, "weight_decay": 0.01},
         ),
+        ("adadelta", optim.Adadelta, {"lr": 1.0}),
+        ("adadelta", optim.Adadelta, {"lr": 0.5, "rho": 0.5, "weight_decay": 0.1, "maximize": True}),
         ("lion", optim.Lion, {"lr": 0.01, "weight_decay": 0.5}),
         ("lion", optim.Lion, {"lr": 0.01, "maximize": True}),
         ("sgd", optim.SGD, {"lr": 0.1, "maximize": True}),
@@ -280,12 +288,18 @@ def _train_step(x, y, net, criterion, opt, gm):
     return loss, norm
 
 
-@pytest.mark.parametrize("opt_class", [optim.SGD, optim.AdamW, optim.RMSprop])
+@pytest.mark.parametrize("opt_class", [optim.SGD, optim.AdamW, optim.RMSprop, optim.Adagrad, optim.Adadelta])
 def test_compiled_step_with_scheduler_and_clipping_equals_eager_and_compiles_once(opt_class):
     def setup():
         nn.init.seed(0)
         net = Blocks()
-        kwargs = {optim.SGD: {"lr": 0.05, "momentum": 0.9}, optim.AdamW: {"lr": 0.01}}.get(opt_class, {"lr": 0.002})
+        kwargs = {
+            optim.SGD: {"lr": 0.05, "momentum": 0.9},
+            optim.AdamW: {"lr": 0.01},
+            optim.RMSprop: {"lr": 0.002, "momentum": 0.9},
+            optim.Adagrad: {"lr": 0.05},
+            optim.Adadelta: {"lr": 1.0},
+        }[opt_class]
         opt = opt_class(net.parameters(), **kwargs)
         warmup = sched.LinearLR(opt, start_factor=0.2, total_iters=3)
         schedule = sched.SequentialLR(opt, [warmup, sched.CosineAnnealingLR(opt, T_max=5)], milestones=[3])

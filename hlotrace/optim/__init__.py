@@ -1,4 +1,4 @@
-"""Optimizers: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad``, ``Lion`` (PyTorch's update
+"""Optimizers: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad``, ``Adadelta``, ``Lion`` (PyTorch's update
 formulas, MegEngine's API), learning-rate schedulers (:mod:`hlotrace.optim.lr_scheduler`).
 
 >>> import hlotrace as ht
@@ -35,8 +35,8 @@ the first-step treatment and bias corrections PyTorch would give it.
 
 from hlotrace.optim import lr_scheduler
 from hlotrace.optim.adam import Adam, AdamW
-from hlotrace.optim.adaptive import Adagrad, Lion, RMSprop
+from hlotrace.optim.adaptive import Adadelta, Adagrad, Lion, RMSprop
 from hlotrace.optim.optimizer import Optimizer
 from hlotrace.optim.sgd import SGD
 
-__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Lion", "Optimizer", "RMSprop", "lr_scheduler"]
+__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Lion", "Optimizer", "RMSprop", "lr_scheduler"]

@@ -1,4 +1,4 @@
-"""RMSprop, Adagrad and Lion (PyTorch's formulas; Lion as in Chen et al. 2023 / lion-pytorch)."""
+"""RMSprop, Adagrad, Adadelta and Lion (PyTorch's formulas; Lion as in Chen et al. 2023)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hlotrace.errors import HlotraceError
 from hlotrace.optim.optimizer import Optimizer
 from hlotrace.tensor import Tensor
 
-__all__ = ["Adagrad", "Lion", "RMSprop"]
+__all__ = ["Adadelta", "Adagrad", "Lion", "RMSprop"]
 
 
 class RMSprop(Optimizer):
@@ -157,6 +157,64 @@ class Adagrad(Optimizer):
             total._assign(total + g * g)
             clr = hyper["lr"] / (1 + (step - 1) * hyper["lr_decay"])
             p._assign(p - clr * (g / (F.sqrt(total) + hyper["eps"])))
+
+
+class Adadelta(Optimizer):
+    """Adadelta (PyTorch's ``torch.optim.Adadelta``).
+
+    Per parameter ``p`` with gradient ``g`` (γ = lr, ρ = rho, ε = eps, λ = weight_decay)::
+
+        if maximize:  g ← −g
+        if λ ≠ 0:  g ← g + λ·p
+        v ← ρ·v + (1 − ρ)·g²
+        Δ ← √(u + ε) / √(v + ε) · g
+        u ← ρ·u + (1 − ρ)·Δ²
+        p ← p − γ·Δ
+
+    >>> opt = optim.Adadelta(net.parameters(), lr=1.0, rho=0.9)
+    """
+
+    _hyper_names = ("lr", "rho", "eps", "weight_decay")
+
+    def __init__(
+        self,
+        params,
+        lr: float = 1.0,
+        rho: float = 0.9,
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+        maximize: bool = False,
+    ):
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
+
+    def _validate_group(self, group: dict) -> None:
+        super()._validate_group(group)
+        if not 0.0 <= float(group["rho"]) <= 1.0:
+            raise HlotraceError(f"Adadelta: rho must be in [0, 1], got {group['rho']}")
+
+    def _state_names(self, group: dict) -> tuple[str, ...]:
+        return ("square_avg", "acc_delta")
+
+    def _group_key(self, group: dict) -> tuple:
+        return (group["weight_decay"] != 0, bool(group["maximize"]))
+
+    def _update_group(self, group: dict, hyper: dict[str, Tensor]) -> None:
+        decay_on, maximize = self._group_key(group)
+        rho, eps = hyper["rho"], hyper["eps"]
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            if maximize:
+                g = -g
+            if decay_on:
+                g = g + hyper["weight_decay"] * p
+            state = self.state[p]
+            v, u = state["square_avg"], state["acc_delta"]
+            v._assign(rho * v + (1 - rho) * (g * g))
+            delta = F.sqrt(u + eps) / F.sqrt(v + eps) * g
+            u._assign(rho * u + (1 - rho) * (delta * delta))
+            p._assign(p - hyper["lr"] * delta)
 
 
 class Lion(Optimizer):

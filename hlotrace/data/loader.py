@@ -26,6 +26,7 @@ import numpy as np
 from hlotrace import dtypes as dt
 from hlotrace.data.dataset import ArrayDataset, Dataset
 from hlotrace.errors import HlotraceError
+from hlotrace.metrics import count
 from hlotrace.tensor import Tensor
 
 __all__ = ["DataLoader", "default_collate", "to_device"]
@@ -49,6 +50,7 @@ def to_device(array) -> Tensor:
         if len(_PUTS) > 64:  # shapes of a long-running process's last batches, bounded
             _PUTS.clear()
         put = _PUTS[key] = jaxlib_compat.make_host_to_device(array.shape, array.dtype, runtime.default_device())
+    count("host_to_device_bytes", array.nbytes)
     return Tensor._from_device(put(array))
 
 

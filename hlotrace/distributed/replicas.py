@@ -39,6 +39,10 @@ FIX = (
     "same n in every process before building the model and the optimizer, or copy process 0's values into "
     "every process once they are built: dist.broadcast_from(0, [net, opt]). ({env}=off skips this check.)"
 )
+ARGUMENT_HINT = (
+    "An argument that is not placed on the mesh is replicated: a batch each process holds its own part of goes "
+    'in through dist.make_global(part, mesh, dist.P("data")).'
+)
 GLOBAL_FIX = (
     "A value replicated on a mesh that spans processes is given whole by every process, so every process must "
     "pass the same data (draw it from a generator seeded the same everywhere), or split it on a mesh axis that "
@@ -206,6 +210,8 @@ def compare(what: str, names: list[str], tables: list[list[str]], fix: str) -> N
         column = [t[i] for t in tables]
         if any(value != column[0] for value in column):
             lines.append(f"  {name}: {_who_differs(column)}")
+            if name.startswith("input ") and ARGUMENT_HINT not in fix:
+                fix = f"{ARGUMENT_HINT} {fix}".rstrip()
     if lines:
         shown = lines[:SHOWN] + ([f"  ... and {len(lines) - SHOWN} more"] if len(lines) > SHOWN else [])
         raise ReplicaMismatch(
@@ -278,7 +284,12 @@ def check_late_key(mesh) -> None:
         return  # not read by this recording (a recording from shapes leaves a placeholder)
     _KEY["read"] = True
     before = Tensor._from_array(value, checked=True) if isinstance(value, np.ndarray) else Tensor._from_device(value)
-    check("the compiled step's random key", [("the default random generator's key (ht.random)", before)])
+    try:
+        mine = fingerprint(local_value(before))
+    except Exception:  # a value from a call that did not record: since donated to a step
+        mine = "-"
+    what = "the compiled step's random key"
+    compare(what, ["the default random generator's key (ht.random)"], exchange(what, [mine]), FIX)
 
 
 # -- broadcast_from ---------------------------------------------------------------------------

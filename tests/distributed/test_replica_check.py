@@ -286,6 +286,10 @@ def test_a_mismatch_names_each_tensor_and_groups_the_processes():
         ReplicaMismatch, match=r"different numbers of replicated tensors \(process 0: 3, process 1: 2\)"
     ):
         compare("the step", names, [tables[0], tables[0][:2]], "")
+    with pytest.raises(
+        ReplicaMismatch, match=r"(?s)input 2 \(float32\[8, 4\]\): process 1 differs.*dist\.P\(\"data\"\)"
+    ):
+        compare("the step", ["input 2 (float32[8, 4])"], [["a"], ["b"]], "")
     many = [f"t{i}" for i in range(SHOWN + 3)]
     with pytest.raises(ReplicaMismatch, match=r"  \.\.\. and 3 more\n"):
         compare("the step", many, [["a"] * len(many), ["b"] * len(many)], "")

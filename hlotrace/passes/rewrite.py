@@ -32,12 +32,14 @@ import itertools
 import os
 from collections.abc import Callable
 
+from hlotrace.errors import PassError
 from hlotrace.passes.manager import main_function
 from hlotrace.runtime import jaxlib_compat
 from hlotrace.runtime.jaxlib_compat import func, ir, stablehlo
 
 _composite_ids = itertools.count()
 DRIVER_ENV = "HLOTRACE_REWRITE_DRIVER"
+DRIVERS = ("native", "python")
 
 
 def _op(value):
@@ -148,9 +150,11 @@ class RuleSet:
         ``"python"`` (a sweep over @main in program order), or None: native where this
         jaxlib has the bindings, else python ($HLOTRACE_REWRITE_DRIVER overrides).
         """
-        driver = (
-            driver or os.environ.get(DRIVER_ENV) or ("native" if jaxlib_compat.native_rewrite_module() else "python")
-        )
+        if driver is None and os.environ.get(DRIVER_ENV, "").strip():
+            driver = os.environ[DRIVER_ENV].strip()
+            if driver not in DRIVERS:
+                raise PassError(f"{DRIVER_ENV}={driver!r}: not a rewrite driver (expected {' or '.join(DRIVERS)})")
+        driver = driver or ("native" if jaxlib_compat.native_rewrite_module() else "python")
         if driver == "native":
             return self._apply_native(module, max_rounds)
         if driver != "python":

@@ -29,6 +29,7 @@ examples:
 
 def add_parser(sub, formatter) -> None:
     from hlotrace.debug import AGAINST, DEFAULT_WINDOW
+    from hlotrace.tools.checks import int_at_least
     from hlotrace.tools.common import add_import_argument, add_target_arguments
 
     parser = sub.add_parser(
@@ -42,7 +43,7 @@ def add_parser(sub, formatter) -> None:
     parser.add_argument("--against", choices=AGAINST, default="eager", help="the reference (default: eager)")
     parser.add_argument(
         "--window",
-        type=int,
+        type=int_at_least(1),
         default=DEFAULT_WINDOW,
         help=f"records added as outputs at a time (default {DEFAULT_WINDOW})",
     )
@@ -56,9 +57,11 @@ def _trace_inputs(path: str, seed: int):
     """(trace, input arrays): a fuzz repro's own inputs, else random ones."""
     import numpy as np
 
+    from hlotrace.tools.checks import check_fits, require_registered_ops
     from hlotrace.tools.common import CliError, load_trace, random_input
 
     trace = load_trace(path)
+    require_registered_ops(trace, path)
     try:
         from hlotrace.testing.fuzz.program import Program
 
@@ -67,6 +70,11 @@ def _trace_inputs(path: str, seed: int):
             return program.trace, program.inputs
     except Exception:  # not a fuzz repro: no stored inputs
         pass
+    avals = [trace.aval(v) for v in trace.inputs]
+    check_fits(
+        [(a.shape, a.dtype) for a in avals],
+        [f"{path}: input %{v} {a}" for v, a in zip(trace.inputs, avals, strict=True)],
+    )
     rng = np.random.default_rng(seed)
     try:
         return trace, [random_input(trace.aval(v).shape, trace.aval(v).dtype, rng) for v in trace.inputs]
@@ -102,23 +110,18 @@ def run(args) -> int:
 
 
 def _function_and_inputs(args):
-    import numpy as np
-
-    import hlotrace
     from hlotrace.jit import TracedFunction
+    from hlotrace.tools.checks import check_source_file, random_inputs
     from hlotrace.tools.common import (
-        CliError,
         _check_arity,
         _find_function,
         _import_file,
         _split_target,
         parse_input_spec,
-        random_input,
     )
 
     path, func_name = _split_target(args.target)
-    if not os.path.isfile(path):
-        raise CliError(f"no such file: {path}")
+    check_source_file(path)
     path = os.path.abspath(path)
     sys.path.insert(0, os.path.dirname(path))
     try:
@@ -126,8 +129,7 @@ def _function_and_inputs(args):
     finally:
         sys.path.remove(os.path.dirname(path))
     fn = obj.fn if isinstance(obj, TracedFunction) else obj
-    rng = np.random.default_rng(args.seed)
     specs = [parse_input_spec(s) for s in args.inputs]
-    tensors = [hlotrace.tensor(random_input(shape, dtype, rng), dtype=dtype) for shape, dtype in specs]
+    tensors = random_inputs(specs, args.inputs, args.seed)
     _check_arity(fn, func_name, tensors)
     return fn, tensors

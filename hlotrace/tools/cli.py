@@ -13,8 +13,10 @@
     hlotrace cache                                                       # the persistent compile cache
 
 User mistakes (a missing or broken file, an unknown function, a malformed ``--input``, the
-wrong number of inputs, a bad trace file, an hlotrace error while recording or lowering)
-print one line ``hlotrace: error: ...`` on stderr and exit with status 2. ``main`` returns
+wrong number of inputs, a bad trace file, a bad $HLOTRACE_* value, an hlotrace error while
+recording or lowering) print one line ``hlotrace: error: ...`` on stderr and exit with
+status 2; so does anything else that goes wrong (an internal error says so), the traceback
+shown only with ``HLOTRACE_DEBUG=1``. Output into a closed pipe (``| head``) ends quietly. ``main`` returns
 the exit status instead of raising ``SystemExit`` (the console script passes it to
 ``sys.exit``), so tests can call ``main([...])`` in-process.
 """
@@ -58,9 +60,8 @@ COMMANDS = (
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse usage errors: usage, then one error line, status 2
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{PROG}: error: {message}\n")
+    def error(self, message: str):  # argparse usage errors: one error line, status 2
+        self.exit(2, f"{PROG}: error: {' '.join(message.split())} (see '{self.prog} --help')\n")
 
 
 _FORMATTER = argparse.RawDescriptionHelpFormatter
@@ -79,8 +80,8 @@ examples:
   hlotrace fuzz --seconds 60 --ops matmul,add,exp
   hlotrace cache clear
 
-Run 'hlotrace COMMAND --help' for a command's options. User errors print one line
-'hlotrace: error: ...' and exit with status 2."""
+Run 'hlotrace COMMAND --help' for a command's options. Errors print one line
+'hlotrace: error: ...' and exit with status 2 (HLOTRACE_DEBUG=1 adds the traceback)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,20 +111,86 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except BrokenPipeError:  # `hlotrace lower --help | head -3`
+        _silence_stdout()
+        return 141
     if getattr(args, "handler", None) is None:
-        parser.print_help(sys.stderr)
-        print(
-            f"{PROG}: error: a command is required ({', '.join(COMMANDS[:-1])} or {COMMANDS[-1]})",
-            file=sys.stderr,
+        error_line(
+            f"a command is required ({', '.join(COMMANDS[:-1])} or {COMMANDS[-1]}; see '{PROG} --help')",
         )
         return 2
+    return run_handler(args)
+
+
+DEBUG_ENV = "HLOTRACE_DEBUG"
+
+# Environment variables naming a path hlotrace writes to: an OSError there names the variable.
+PATH_VARIABLES = ("HLOTRACE_DUMP_TO", "HLOTRACE_CACHE_DIR")
+
+
+def run_handler(args) -> int:
+    """Run the command; every failure becomes one ``hlotrace: error:`` line and status 2
+    (with $HLOTRACE_DEBUG=1 the traceback first). Output cut short by a closed pipe
+    (``| head``) ends the program quietly with 141, as SIGPIPE ends other Unix tools."""
+    import os
+
     from hlotrace.errors import HlotraceError
 
+    debug = os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
     try:
+        check_environment()
         return args.handler(args)
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141
+    except KeyboardInterrupt:
+        return 130
     except (CliError, HlotraceError) as exc:
-        error_line(str(exc))
-        return 2
+        failure, message = exc, str(exc)
+    except MemoryError as exc:
+        failure, message = exc, f"out of memory ({type(exc).__name__}: {exc}); try smaller inputs"
+    except OSError as exc:
+        failure, message = exc, _os_error(exc)
+    except Exception as exc:  # an internal error: still one line, the traceback on request
+        failure, message = exc, f"internal error, {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the traceback)"
+    if debug:
+        import traceback
+
+        traceback.print_exception(failure)
+    error_line(message)
+    return 2
+
+
+def check_environment() -> None:
+    """HLOTRACE_* settings with a closed set of values, checked by the functions that read
+    them, before any command runs (some are read only on some paths: a typo would go unseen)."""
+    from hlotrace.runtime import tiered
+
+    tiered.enabled()
+
+
+def _os_error(exc: OSError) -> str:
+    import os
+
+    where = str(exc.filename) if exc.filename is not None else ""
+    reason = exc.strerror or str(exc)
+    for variable in PATH_VARIABLES:
+        value = os.environ.get(variable, "").strip()
+        if value and where and os.path.abspath(where).startswith(os.path.abspath(value)):
+            return f"{variable}={value}: cannot write there: {reason} ({where})"
+    return f"{where}: {reason}" if where else reason
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush into the closed pipe
+    prints nothing."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is no file (a test's capture)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -193,6 +193,15 @@ def load_trace(path: str):
         raise CliError(f"bad trace file {path}: {_describe(exc)}") from None
 
 
+def _non_negative_int(text: str) -> int:
+    from hlotrace.tools.checks import int_at_least
+
+    return int_at_least(0)(text)
+
+
+_non_negative_int.__name__ = "int >= 0"
+
+
 def add_input_arguments(parser) -> None:
     """--input (repeatable) and --seed: the random arguments a recorded function is called on."""
     parser.add_argument(
@@ -204,7 +213,7 @@ def add_input_arguments(parser) -> None:
         metavar="DTYPE[SHAPE]",
         help="type of the next positional argument, e.g. 'f32[64,1000]', 'i32[5]', 'f32[]' (repeat per argument)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
+    parser.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the random inputs (default: 0)")
 
 
 def add_import_argument(parser, purpose: str) -> None:
@@ -223,10 +232,11 @@ def import_arguments(args) -> None:
     """Import every --import module; one that fails is a CliError."""
     from hlotrace.testing.fuzz.session import import_user_modules
 
-    try:
-        import_user_modules(args.imports)
-    except Exception as exc:  # the user's module failed to import
-        raise CliError(f"--import: cannot import {exc}") from None
+    for name in args.imports:
+        try:
+            import_user_modules([name])
+        except Exception as exc:  # the user's module failed to import
+            raise CliError(f"--import {name}: cannot import it: {_describe(exc)}") from None
 
 
 def add_target_arguments(parser) -> None:

@@ -139,8 +139,8 @@ def kind_counts(text: str, what: str) -> Counter:
     try:
         module = ir.Module.parse(text, context=shared_context())
     except Exception as exc:  # MLIRError: not a module these dialects can read
-        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        raise CliError(f"cannot parse {what} as a StableHLO module: {first}") from None
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()][:3]
+        raise CliError(f"cannot parse {what} as a StableHLO module: {' '.join(lines) or type(exc).__name__}") from None
     return op_counts(module)
 
 

@@ -47,6 +47,7 @@ _REC = re.compile(r"(?:^|/)rec(\d+):")
 
 
 def add_parser(sub, formatter) -> None:
+    from hlotrace.tools.checks import int_at_least
     from hlotrace.tools.common import add_mesh_argument, add_target_arguments
 
     parser = sub.add_parser(
@@ -58,7 +59,9 @@ def add_parser(sub, formatter) -> None:
     )
     add_target_arguments(parser)
     parser.add_argument("--passes", metavar="PIPELINE", help="the pass pipeline (default: the default pipeline)")
-    parser.add_argument("--top", type=int, default=10, metavar="N", help="source lines to list (default: 10)")
+    parser.add_argument(
+        "--top", type=int_at_least(1), default=10, metavar="N", help="source lines to list (default: 10)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     add_mesh_argument(parser)
     parser.set_defaults(handler=run)

@@ -54,6 +54,7 @@ def run(args) -> int:
     from hlotrace import passes
     from hlotrace.lowering import lower_trace
     from hlotrace.runtime import jaxlib_compat
+    from hlotrace.tools.checks import check_writable
     from hlotrace.tools.common import CliError, load_trace
 
     minimum, current = jaxlib_compat.stablehlo_versions()
@@ -62,6 +63,7 @@ def run(args) -> int:
         return 0
     if not args.trace_file or not args.output:
         raise CliError("export needs TRACE.json and -o FILE (or --versions)")
+    check_writable(args.output, "-o")
     target = _version_tuple(args.target, "--target")
     if not _version_tuple(minimum, "minimum") <= target <= _version_tuple(current, "current"):
         raise CliError(f"--target {args.target} is outside the versions this jaxlib can write ({minimum} to {current})")

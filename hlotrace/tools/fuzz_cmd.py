@@ -51,6 +51,7 @@ examples:
 
 
 def add_parser(sub, formatter) -> None:
+    from hlotrace.tools.checks import finite_float, int_at_least
     from hlotrace.tools.common import add_import_argument
 
     parser = sub.add_parser(
@@ -60,11 +61,13 @@ def add_parser(sub, formatter) -> None:
         epilog=EPILOG,
         formatter_class=formatter,
     )
-    parser.add_argument("--seconds", type=float, default=60.0, help="time budget (default: 60)")
+    parser.add_argument("--seconds", type=finite_float, default=60.0, help="time budget (default: 60)")
     parser.add_argument(
-        "--seed", type=int, default=0, help="session seed: the same seed, the same programs (default: 0)"
+        "--seed", type=int_at_least(0), default=0, help="session seed: the same seed, the same programs (default: 0)"
     )
-    parser.add_argument("--programs", type=int, metavar="N", help="stop after N programs (whatever the time)")
+    parser.add_argument(
+        "--programs", type=int_at_least(1), metavar="N", help="stop after N programs (whatever the time)"
+    )
     parser.add_argument("--ops", metavar="A,B", help="draw only these ops (default: every registered op)")
     parser.add_argument(
         "--passes", metavar="P,Q", help="check only these passes (default: every registered pass); '' for none"
@@ -73,9 +76,9 @@ def add_parser(sub, formatter) -> None:
     add_import_argument(parser, ", so its ops, rules and passes are fuzzed")
     parser.add_argument("--out", default="fuzz-out", metavar="DIR", help="where shrunk repros go (default: fuzz-out)")
     parser.add_argument(
-        "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: one per core)"
+        "--jobs", type=int_at_least(1), default=os.cpu_count() or 1, help="worker processes (default: one per core)"
     )
-    parser.add_argument("--max-ops", type=int, default=30, help="longest program (default: 30)")
+    parser.add_argument("--max-ops", type=int_at_least(1), default=30, help="longest program (default: 30)")
     parser.add_argument("--no-interpreter", action="store_true", help="skip the StableHLO interpreter oracle")
     parser.add_argument("--stop-on-bug", action="store_true", help="stop at the first rule bug, pass bug or crash")
     parser.add_argument("--no-shrink", action="store_true", help="save failing programs as generated")
@@ -132,6 +135,20 @@ def _names(text):
     return None if text is None else tuple(n.strip() for n in text.split(",") if n.strip())
 
 
+def check_pass_names(text: str | None) -> tuple[str, ...] | None:
+    """The pass names of a --passes P,Q list (fuzz, replay); CliError naming an unknown one."""
+    from hlotrace.passes.manager import parse_pipeline
+    from hlotrace.tools.common import CliError
+
+    names = _names(text)
+    if names:
+        try:
+            parse_pipeline(",".join(names))
+        except Exception as exc:
+            raise CliError(f"--passes: {exc}") from None
+    return names
+
+
 def settings_from(args):
     """Settings from parsed arguments; bad names are CliErrors."""
     from hlotrace.tools.common import CliError
@@ -154,14 +171,14 @@ def settings_from(args):
         selected = select_ops(ops)
     except KeyError as exc:
         raise CliError(f"--ops: {exc.args[0]}") from None
-    passes = _names(args.passes)
-    if passes:
+    passes = check_pass_names(args.passes)
+    if args.pipeline:
         from hlotrace.passes.manager import parse_pipeline
 
         try:
-            parse_pipeline(",".join(passes))
+            parse_pipeline(args.pipeline)
         except Exception as exc:
-            raise CliError(f"--passes: {exc}") from None
+            raise CliError(f"--pipeline: {exc}") from None
     if args.max_ops < 1:
         raise CliError(f"--max-ops must be at least 1, not {args.max_ops}")
     if ops:
@@ -227,12 +244,14 @@ class Progress:
 
 def run(args) -> int:
     from hlotrace.testing.fuzz.session import fuzz
+    from hlotrace.tools.checks import check_writable
     from hlotrace.tools.common import CliError
 
     if args.seconds <= 0 and not args.programs:
         raise CliError("--seconds must be positive")
     if args.jobs < 1:
         raise CliError(f"--jobs must be at least 1, not {args.jobs}")
+    check_writable(args.out, "--out", directory=True)  # now, not after the first bug an hour in
     # Random programs never repeat: storing each in the persistent compile cache would only
     # fill it (and cost a write per program). HLOTRACE_CACHE_DIR set explicitly wins; the
     # worker processes inherit the setting.

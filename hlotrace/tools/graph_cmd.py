@@ -248,11 +248,14 @@ def _open_in_model_explorer(trace) -> None:
 def run(args) -> int:
     import sys
 
+    from hlotrace.tools.checks import check_writable
     from hlotrace.tools.common import CliError, target_trace
 
     suffix = os.path.splitext(args.out)[1].lower()
     if not args.open and suffix not in FORMATS:
         raise CliError(f"-o {args.out}: expected a name ending in {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+    if not args.open:
+        check_writable(args.out, "-o")
     trace = target_trace(args)
     if args.open:
         _open_in_model_explorer(trace)

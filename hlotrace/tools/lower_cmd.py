@@ -6,6 +6,7 @@ import os
 import sys
 
 from hlotrace.passes.op_count import RULE as OP_COUNT_RULE
+from hlotrace.tools.checks import check_source_file, random_inputs
 from hlotrace.tools.common import (
     ACCEPTED_DTYPES,
     PROG,
@@ -22,7 +23,6 @@ from hlotrace.tools.common import (
     make_mesh,
     parse_input_spec,
     place_inputs,
-    random_input,
     split_input,
 )
 
@@ -128,10 +128,7 @@ def record_target(target: str, input_specs, seed: int = 0, platform=None, passes
         if mesh is None and split_input(spec)[1] is not None:
             raise CliError(f"--input {spec!r} places an input on a mesh: give --mesh too (e.g. --mesh 4:data)")
     mesh = make_mesh(mesh, platform)
-    if not os.path.exists(path):
-        raise CliError(f"no such file: {path}")
-    if os.path.isdir(path):
-        raise CliError(f"{path} is a directory, expected a Python file")
+    check_source_file(path)
     path = os.path.abspath(path)
     user_dir = os.path.dirname(path)
 
@@ -148,9 +145,6 @@ def record_target(target: str, input_specs, seed: int = 0, platform=None, passes
 
 
 def _record(obj, func_name: str, specs, user_dir: str, seed: int, platform, passes, placement=(None, ())):
-    import numpy as np
-
-    import hlotrace
     from hlotrace.errors import HlotraceError
     from hlotrace.jit import TracedFunction, xla_trace
 
@@ -162,10 +156,10 @@ def _record(obj, func_name: str, specs, user_dir: str, seed: int, platform, pass
         fn = obj
         traced = xla_trace(fn, platform=platform, passes=passes)
 
-    rng = np.random.default_rng(seed)
-    inputs = [hlotrace.tensor(random_input(shape, dtype, rng), dtype=dtype) for shape, dtype in specs]
-    _check_arity(fn, func_name, inputs)
     mesh, input_specs = placement
+    texts = [split_input(text)[0] for text in input_specs] or [f"{dtype}{list(shape)}" for shape, dtype in specs]
+    inputs = random_inputs(specs, texts, seed)
+    _check_arity(fn, func_name, inputs)
     if mesh is not None:
         inputs = place_inputs(inputs, input_specs, mesh)
 
@@ -184,7 +178,10 @@ def _record(obj, func_name: str, specs, user_dir: str, seed: int, platform, pass
 def run(args) -> int:
     from hlotrace import runtime
     from hlotrace.ops.registry import Aval
+    from hlotrace.tools.checks import check_writable
 
+    if args.trace_out:
+        check_writable(args.trace_out, "--trace-out")
     traced = record_target(args.target, args.inputs, args.seed, args.platform, args.passes, args.mesh)
     if args.trace_out:
         try:

@@ -42,7 +42,9 @@ def run(args) -> int:
     from hlotrace.testing.fuzz.interpreter import Interpreter
     from hlotrace.testing.fuzz.oracles import BUGS, Oracles, check
     from hlotrace.testing.fuzz.program import Program
+    from hlotrace.tools.checks import require_registered_ops
     from hlotrace.tools.common import CliError, import_arguments
+    from hlotrace.tools.fuzz_cmd import check_pass_names
 
     import_arguments(args)
     if not os.path.exists(args.file):
@@ -51,12 +53,8 @@ def run(args) -> int:
         program = Program.load(args.file)
     except (TraceError, KeyError, ValueError) as exc:
         raise CliError(f"{args.file}: {exc}") from None
-    from hlotrace.ops.registry import OPS
-
-    unknown = sorted({r.op for r in program.trace.records} - set(OPS))
-    if unknown:
-        raise CliError(f"{args.file} uses op(s) not registered here: {', '.join(unknown)} (use --import MODULE)")
-    passes = None if args.passes is None else tuple(n for n in args.passes.split(",") if n)
+    require_registered_ops(program.trace, args.file)
+    passes = check_pass_names(args.passes)
     interpreter = None if args.no_interpreter else Interpreter()
     try:
         verdict = check(program, Oracles(passes=passes, interpreter=interpreter, platform=args.platform))

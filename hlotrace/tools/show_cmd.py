@@ -40,10 +40,13 @@ def add_parser(sub, formatter) -> None:
 def run(args) -> int:
     import sys
 
+    from hlotrace.tools.checks import check_writable
     from hlotrace.tools.common import CliError, _write_stdout, load_trace
 
     if (args.passes or args.dump_passes) and not args.lower:
         raise CliError("--passes and --dump-passes need --lower")
+    if args.dump_passes:
+        check_writable(args.dump_passes, "--dump-passes", directory=True)
     trace = load_trace(args.trace_file)
     try:
         if not args.lower:

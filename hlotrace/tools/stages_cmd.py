@@ -96,8 +96,11 @@ def _kinds(hlo: str) -> str:
 
 def run(args) -> int:
     from hlotrace.passes.registry import DEFAULT_PIPELINE
+    from hlotrace.tools.checks import check_writable
     from hlotrace.tools.common import CliError, _write_stdout, target_program
 
+    if args.out:
+        check_writable(args.out, "-o", directory=True)
     pipeline = DEFAULT_PIPELINE if args.passes is None else args.passes
     try:
         trace, traced = target_program(args, pipeline)

@@ -49,7 +49,7 @@ def check_geometry(geometry) -> int:
 
 def test_frames_hold_exactly_their_members_on_generated_programs():
     framed = 0
-    for seed, trace in _programs():
+    for _seed, trace in _programs():
         groups = graph_cmd.fusion_groups(trace)
         framed += check_geometry(layout(trace, groups))
         scopes = {i: f"scope {i % 3}" for i in range(len(trace.records))}  # interleaved groups

@@ -356,8 +356,14 @@ def broadcast_from(src: int, obj):
         if tables[me][i] == theirs[i]:
             continue
         t = whole[i]
-        count = int(jaxlib_dist.kv_get(state.client, f"{prefix}{i}/n", state.timeout_s))
-        text = "".join(jaxlib_dist.kv_get(state.client, f"{prefix}{i}/{k}", state.timeout_s) for k in range(count))
+        try:
+            count = int(jaxlib_dist.kv_get(state.client, f"{prefix}{i}/n", state.timeout_s))
+            text = "".join(jaxlib_dist.kv_get(state.client, f"{prefix}{i}/{k}", state.timeout_s) for k in range(count))
+        except TimeoutError:
+            raise HlotraceError(
+                f"dist.broadcast_from: process {src} did not send {names.get(id(t), 'a tensor')} within "
+                f"{state.timeout_s} s ({process.TIMEOUT_ENV})"
+            ) from None
         array = np.frombuffer(base64.b64decode(text), dtype=t.dtype).reshape(t.shape).copy()
         t._assign(Tensor._from_array(array, checked=True))
     return obj

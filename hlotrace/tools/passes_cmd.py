@@ -12,7 +12,10 @@ their options and one-line descriptions. 'exact' passes never change a computed 
 differential tests compare them bitwise). A pipeline is a comma-separated list, options in
 braces: 'simplify,fuse-reductions,cse,remat{policy=sqrt}'. xla_trace(passes=...) and
 $HLOTRACE_PASSES choose the pipeline; --default prints the one used otherwise. --check
-PIPELINE parses a pipeline and prints its canonical form (exit 2 if it is malformed)."""
+PIPELINE parses a pipeline and prints its canonical form, checking every pass's options
+exactly as running the pipeline would (the same function): an unknown option or a bad value
+exits 2 naming the pass, the option, the value and the valid ones. MLIR's passes are listed
+with the options hlotrace passes on to MLIR's own parser."""
 
 EPILOG = """\
 examples:

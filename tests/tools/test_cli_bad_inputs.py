@@ -313,3 +313,20 @@ def test_cpu_devices_read_at_start_up(files):
         [*_hlotrace(), "lower", f"{files['@PROG']}:f", *INPUT], capture_output=True, text=True, env=env, timeout=300
     )
     _one_error_line(proc.returncode, proc.stderr, "HLOTRACE_CPU_DEVICES='abc'")
+
+
+# -- traces of ops this process has not registered ------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["bisect", "replay"])
+def test_a_trace_of_an_unregistered_op_asks_for_import(command, files, capsys, tmp_path):
+    # A user's op, saved by a process that had imported it; this one has not.
+    text = Path(files["@TRACE"]).read_text().replace('"exp"', '"my_user_exp"')
+    assert '"my_user_exp"' in text
+    path = tmp_path / "user.trace.json"
+    path.write_text(text)
+    npz = Path(files["@TRACE"] + ".npz")
+    if npz.exists():
+        (tmp_path / "user.trace.json.npz").write_bytes(npz.read_bytes())
+    line = _one_error_line(main([command, str(path)]), capsys.readouterr().err, "my_user_exp")
+    assert "not registered here" in line and "--import MODULE" in line

@@ -36,7 +36,7 @@ def draw_example(op, dtype=None, force=False, example_seed=0):
     (it refuses ``dtype`` outright)."""
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
-    from hlotrace.testing import strategies
+    import hlotrace.testing.strategies as strategies
 
     found = []
 
@@ -130,11 +130,14 @@ def probe(op, dtype, bases=None):
 
 def describe(sample) -> str:
     """``"f32[2,3], i32[]; axis=1"``: a probe's operands and plain attributes."""
-    from hlotrace.ops.registry import describe_avals
+    from hlotrace.dispatch import describe_avals
 
-    attrs = ", ".join(
-        f"{k}={v!r}" for k, v in sample.attrs.items() if isinstance(v, bool | int | float | str | tuple | type(None))
-    )
+    def plain(value) -> bool:
+        if isinstance(value, tuple | list):
+            return all(plain(v) for v in value)
+        return isinstance(value, bool | int | float | str | np.dtype | type(None))
+
+    attrs = ", ".join(f"{k}={v!r}" for k, v in sample.attrs.items() if plain(v))
     return describe_avals(avals_of(sample)) + (f"; {attrs}" if attrs else "")
 
 

@@ -76,7 +76,7 @@ def _runner(loaded, device):
 
 def _hlotrace_executable(own_aliasing: bool):
     import hlotrace as ht
-    import hlotrace.jit as jit_module
+    import hlotrace.traced as jit_module
     from benchmarks import bench_train
     from hlotrace.compiled import donation
 

@@ -31,9 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hlotrace import dtypes as dt
-from hlotrace import functional as F
 from hlotrace.errors import OpError
-from hlotrace.ops.registry import BACKWARD_DEPTH, NOT_DIFFERENTIABLE, TAPES, OpDef, current_recorder
+from hlotrace.namespace import F
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OpDef
+from hlotrace.recording import BACKWARD_DEPTH, TAPES, current_recorder
 from hlotrace.source import SourceLocation
 from hlotrace.tensor import Tensor, tensor
 from hlotrace.versions import structure_changed

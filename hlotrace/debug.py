@@ -107,6 +107,7 @@ def bisect(fn, *args, against: str = "eager", window: int = DEFAULT_WINDOW, plat
     from hlotrace import state
     from hlotrace.arguments import flatten, wrap_arrays
     from hlotrace.jit import xla_trace
+    from hlotrace.recording import implicit_tensors
 
     args, kwargs = wrap_arrays(args), wrap_arrays(kwargs)
     leaves: list = []
@@ -114,7 +115,7 @@ def bisect(fn, *args, against: str = "eager", window: int = DEFAULT_WINDOW, plat
     flatten((args, kwargs), leaves, [], holders)
     held = state.collect(holders)[1] if holders else []
     inputs, _ = state.distinct_inputs(leaves, held)
-    implicit = [t for t in state._IMPLICIT.values() if all(t is not u for u in inputs)]
+    implicit = [t for t in implicit_tensors() if all(t is not u for u in inputs)]
     before = {id(t): np.array(t.numpy()) for t in (*inputs, *implicit)}
     grads = {id(t): t.grad for t in inputs}
     snapshot = state.Snapshot([*inputs, *implicit])
@@ -183,8 +184,8 @@ def _instrumented(trace: Trace, outputs: list[int]) -> Trace:
 
 
 def _run(trace: Trace, outputs, inputs, platform, passes) -> list[np.ndarray]:
+    import hlotrace.passes.manager as manager
     from hlotrace import lowering, runtime
-    from hlotrace.passes import manager
 
     lowered = lowering.lower_trace(_instrumented(trace, outputs), name=f"{trace.name}_bisect")
     pipeline = manager.resolve(passes)

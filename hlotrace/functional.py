@@ -7,8 +7,9 @@
 
 from __future__ import annotations
 
+from hlotrace.dispatch import apply
 from hlotrace.ops import get_op
-from hlotrace.ops.registry import apply
+from hlotrace.ops.common import as_tensor, composite_error
 from hlotrace.trace import scope
 
 _OP_CACHE: dict = {}
@@ -213,10 +214,7 @@ def arange(start, stop=None, step=1, dtype=None):
     return apply(_op("arange"), start=start, stop=stop, step=step, dtype=dtype)
 
 
-def _as_tensor(x):
-    from hlotrace.tensor import Tensor, tensor
-
-    return x if isinstance(x, Tensor) else tensor(x)
+_as_tensor = as_tensor  # older spelling (F._as_tensor)
 
 
 def zeros_like(x, dtype=None):
@@ -237,14 +235,7 @@ def full_like(x, value, dtype=None):
     return full(x.shape, value, x.dtype if dtype is None else dtype)
 
 
-def _composite_error(name, message, *tensors):
-    from hlotrace.errors import OpError
-    from hlotrace.ops.registry import Aval, describe_avals
-    from hlotrace.source import user_location
-
-    loc = user_location(1)
-    at = f" at {loc}" if loc else ""
-    return OpError(f"{name}: {message} (inputs: {describe_avals([Aval(t.shape, t.dtype) for t in tensors])}){at}")
+_composite_error = composite_error  # older spelling (F._composite_error)
 
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -339,9 +330,14 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None):
 
 
 # -- families whose public functions live beside their OpDefs (each ops file's __all__) ----
+# Last: the layers below (Tensor's operators, the op families' VJPs) call these functions
+# through hlotrace.namespace.F, which this binds (they never import this module).
+import sys as _sys  # noqa: E402
+
 from hlotrace import losses as _losses  # noqa: E402
 from hlotrace.losses import *  # noqa: E402, F403
 from hlotrace.megengine_names import *  # noqa: E402, F403
+from hlotrace.namespace import F as _late_functions  # noqa: E402
 from hlotrace.nn_functional import *  # noqa: E402, F403
 from hlotrace.ops.activation import *  # noqa: E402, F403
 from hlotrace.ops.barrier import *  # noqa: E402, F403
@@ -349,6 +345,7 @@ from hlotrace.ops.bitwise import *  # noqa: E402, F403
 from hlotrace.ops.control_flow import *  # noqa: E402, F403
 from hlotrace.ops.conv import *  # noqa: E402, F403
 from hlotrace.ops.gather import *  # noqa: E402, F403
+from hlotrace.ops.generator import *  # noqa: E402, F403
 from hlotrace.ops.layout import *  # noqa: E402, F403
 from hlotrace.ops.math import *  # noqa: E402, F403
 from hlotrace.ops.normalization import *  # noqa: E402, F403
@@ -356,3 +353,5 @@ from hlotrace.ops.pooling import *  # noqa: E402, F403
 from hlotrace.ops.random import *  # noqa: E402, F403
 from hlotrace.ops.scan import *  # noqa: E402, F403
 from hlotrace.ops.sorting import *  # noqa: E402, F403
+
+_late_functions.bind(_sys.modules[__name__])

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from hlotrace import functional as F
 from hlotrace import losses
+from hlotrace.ops.common import F
 
 __all__ = ["div", "floor_div", "loss", "mul", "neg", "nn", "pow", "sub"]
 
@@ -75,12 +75,17 @@ def _square_loss(pred, label, reduction="mean"):
     return F.mse_loss(pred, label, reduction=reduction)
 
 
+def _mse_loss(pred, label, reduction="mean"):
+    """``F.mse_loss`` (PyTorch's name, in MegEngine's ``F.loss`` too)."""
+    return F.mse_loss(pred, label, reduction=reduction)
+
+
 loss = SimpleNamespace(
     cross_entropy=_megengine_cross_entropy,
     binary_cross_entropy=_megengine_binary_cross_entropy,
     square_loss=_square_loss,
     l1_loss=losses.l1_loss,
-    mse_loss=F.mse_loss,
+    mse_loss=_mse_loss,
     nll_loss=losses.nll_loss,
     smooth_l1_loss=losses.smooth_l1_loss,
     huber_loss=losses.huber_loss,

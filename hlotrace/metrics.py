@@ -56,29 +56,29 @@ NAMES = (
 )
 
 # Mutated in place, never rebound: hot paths may hold a reference to it.
-_counts: dict[str, float] = dict.fromkeys(NAMES, 0)
+COUNTS: dict[str, float] = dict.fromkeys(NAMES, 0)
 
 
 def count(name: str, amount: float = 1) -> None:
     """Add ``amount`` to counter ``name`` (a new name starts at 0)."""
     try:
-        _counts[name] += amount
+        COUNTS[name] += amount
     except KeyError:
-        _counts[name] = amount
+        COUNTS[name] = amount
 
 
 def metrics() -> dict[str, float]:
     """A snapshot of every counter, by name (``NAMES`` first, then any others)."""
-    return dict(_counts)
+    return dict(COUNTS)
 
 
 def reset_metrics() -> None:
     """Set every counter back to 0."""
-    for name in list(_counts):
+    for name in list(COUNTS):
         if name in NAMES:
-            _counts[name] = 0
+            COUNTS[name] = 0
         else:
-            del _counts[name]
+            del COUNTS[name]
 
 
 def _bytes(n: float) -> str:
@@ -91,7 +91,7 @@ def _bytes(n: float) -> str:
 
 def metrics_report() -> str:
     """A short table of the counters (this process, since the last reset)."""
-    c = _counts
+    c = COUNTS
     rows = [
         ("recordings", f"{c['recordings']:.0f}"),
         ("compiles", f"{c['compiles']:.0f} ({c['compile_seconds']:.3f} s)"),

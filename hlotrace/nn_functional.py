@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
-from hlotrace import functional as F
-from hlotrace.functional import _as_tensor, _composite_error
+from hlotrace.ops.common import F
+from hlotrace.ops.common import as_tensor as _as_tensor
+from hlotrace.ops.common import composite_error as _composite_error
 from hlotrace.trace import scope
 
 __all__ = ["linear", "mish", "rms_norm"]

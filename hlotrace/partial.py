@@ -7,10 +7,9 @@ import functools
 
 from hlotrace import state
 from hlotrace.arguments import flatten, output_structure, wrap_arrays
-from hlotrace.jit import TracedFunction
-from hlotrace.ops.registry import _RECORDER
-from hlotrace.random import refusing_draws
+from hlotrace.recording import RECORDER, refusing_draws
 from hlotrace.source import user_location
+from hlotrace.traced import TracedFunction
 
 # partial_trace's backward recomputes the forward, which would draw other random numbers
 # (another dropout mask) than the forward did: refused rather than silently wrong.
@@ -48,9 +47,9 @@ class PartialTracedFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        from hlotrace.ops.registry import TAPES
+        from hlotrace.recording import TAPES
 
-        if _RECORDER.get() is not None:
+        if RECORDER.get() is not None:
             return self.fn(*args, **kwargs)  # inside a recording: inline, like xla_trace
         if not TAPES:
             return self.forward(*args, **kwargs)

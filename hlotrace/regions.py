@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlotrace.dispatch import apply
 from hlotrace.errors import OpError, TraceError
-from hlotrace.ops.registry import _RECORDER, OPS, TAPES, Aval, apply
-from hlotrace.random import refusing_draws
+from hlotrace.ops.registry import OPS, Aval
+from hlotrace.recording import RECORDER, TAPES, refusing_draws
 from hlotrace.tensor import Tensor, tensor
 from hlotrace.trace import REGIONS_TAG, OpRecord, Region, Trace, adopt_regions
 
@@ -116,7 +117,7 @@ class RegionRecorder:
     abstract = True  # ops apply their inference only
 
     def __init__(self, what: str, location):
-        self.parent = _RECORDER.get()
+        self.parent = RECORDER.get()
         if self.parent is None:
             self.table = Trace(name="region")
         else:
@@ -140,14 +141,14 @@ class RegionRecorder:
             f"inside {self.what} (called at {self.location}) yet: draw outside and pass the numbers in"
         )
         draws.__enter__()
-        self._tokens = (_RECORDER.set(self), paused, draws)
+        self._tokens = (RECORDER.set(self), paused, draws)
         return self
 
     def __exit__(self, *exc) -> None:
         token, paused, draws = self._tokens
         draws.__exit__(*exc)
         TAPES[:] = paused
-        _RECORDER.reset(token)
+        RECORDER.reset(token)
 
     def _bind(self, t, var_id: int) -> int:
         self._var_of[id(t)] = var_id
@@ -284,7 +285,7 @@ def call_region(region: Region, tensors) -> list[Tensor]:
         t = env.get(var_id)
         if t is None:
             t = env[var_id] = Tensor._from_array(region.table.constants[var_id])
-            recorder = _RECORDER.get()
+            recorder = RECORDER.get()
             if recorder is not None:
                 recorder.add_constant(t)
         return t

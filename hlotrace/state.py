@@ -13,30 +13,17 @@ step updates in place (``Tensor._assign``: ``p -= lr * g``) is an output whose b
 written back into the same Tensor object after the call, its old buffer donated.
 
 *Implicit state* is a tensor a step reaches without any argument leading to it: the key of
-the default random generator (see :mod:`hlotrace.random`). Such tensors are registered here
-(:func:`register_implicit`); a recording binds one as a late input the first time the
-function reads it (:meth:`hlotrace.trace.Recorder.var_of`), and the compiled step then
-reads and writes it like a holder's state, on every call.
+the default random generator (see :mod:`hlotrace.random`). Such tensors are registered in
+:mod:`hlotrace.recording` (``register_implicit``); a recording binds one as a late input the
+first time the function reads it (:meth:`hlotrace.trace.Recorder.var_of`), and the compiled
+step then reads and writes it like a holder's state, on every call.
 """
 
 from __future__ import annotations
 
-import weakref
-
+from hlotrace.recording import is_implicit, register_implicit  # noqa: F401  (their home before)
 from hlotrace.tensor import Tensor
 from hlotrace.versions import VERSIONS
-
-# id -> tensor for every registered implicit state tensor (kept only while alive).
-_IMPLICIT: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-
-
-def register_implicit(tensor: Tensor) -> None:
-    """Make ``tensor`` implicit state: read by a recording, it becomes a late input."""
-    _IMPLICIT[id(tensor)] = tensor
-
-
-def is_implicit(tensor) -> bool:
-    return _IMPLICIT.get(id(tensor)) is tensor
 
 
 def is_holder(obj) -> bool:

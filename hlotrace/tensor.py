@@ -1,7 +1,10 @@
 """Tensor: an eager NumPy value, a device buffer, or both.
 
-Every operation on a Tensor goes through :func:`hlotrace.ops.registry.apply`, which runs
-the op's NumPy reference and, while a function is being recorded, appends an OpRecord.
+Every operation on a Tensor goes through :func:`hlotrace.dispatch.apply` (its operators call
+the functions of :mod:`hlotrace.functional`), which runs the op's NumPy reference and, while a
+function is being recorded, appends an OpRecord. Tensor imports neither: it sits below them,
+and what it needs from layers above (those functions, a mesh placement, DLPack export) is
+bound into slots here by the layers that define it (:data:`HOOKS`, ``hlotrace.namespace.F``).
 Outputs of compiled functions hold only a device buffer; ``.numpy()`` copies it to the
 host once and keeps the copy.
 """
@@ -12,7 +15,9 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import OpError, ShapeDtypeError, TraceError
-from hlotrace.metrics import _counts as _metric_counts
+from hlotrace.metrics import COUNTS as _metric_counts
+from hlotrace.namespace import F
+from hlotrace.recording import TAPES, current_recorder
 from hlotrace.source import user_location
 from hlotrace.versions import VERSIONS
 
@@ -115,9 +120,7 @@ class Tensor:
     @property
     def sharding(self):
         """Its ``hlotrace.distributed.NamedSharding`` when laid out across a mesh, else None."""
-        from hlotrace.distributed.placement import sharding_of
-
-        return sharding_of(self)
+        return HOOKS.sharding_of(self)
 
     def numpy(self) -> np.ndarray:
         """The value as a read-only NumPy array (copied from the device once)."""
@@ -126,9 +129,9 @@ class Tensor:
             try:
                 array = np.asarray(self._device)
             except RuntimeError:  # part of it lives in another process (hlotrace.distributed)
-                from hlotrace.distributed.global_data import host_value
-
-                array = host_value(self)
+                if HOOKS.host_value is None:
+                    raise
+                array = HOOKS.host_value(self)
             _metric_counts["device_to_host_bytes"] += array.nbytes
             if array.flags.writeable:
                 array.flags.writeable = False
@@ -155,14 +158,10 @@ class Tensor:
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """DLPack export (``np.from_dlpack(t)``, ``torch.from_dlpack(t)``): see hlotrace.interop."""
-        from hlotrace.interop import to_dlpack
-
-        return to_dlpack(self, stream, max_version, dl_device, copy)
+        return HOOKS.to_dlpack(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from hlotrace.interop import dlpack_device
-
-        return dlpack_device(self)
+        return HOOKS.dlpack_device(self)
 
     def __array__(self, dtype=None, copy=None):
         array = self.numpy()
@@ -252,8 +251,6 @@ class Tensor:
         # donates this tensor's buffer (its state update), taking the detached copy with it.
         host = self.numpy() if self._device is not None else self._host
         out._host, out._device, out._origin, out._grad = host, None, self._origin, None
-        from hlotrace.ops.registry import current_recorder
-
         recorder = current_recorder()
         if recorder is not None:
             recorder.alias(out, self)
@@ -267,8 +264,6 @@ class Tensor:
         value (an input updated in place becomes an output written back after each call);
         under autodiff, gradients flow through the new value.
         """
-        from hlotrace.ops.registry import TAPES, current_recorder
-
         if not isinstance(value, Tensor):
             value = F.broadcast_to(F.astype(value, self.dtype), self.shape)
         if value.shape != self.shape:
@@ -302,9 +297,7 @@ class Tensor:
         """Basic indexing (ints, slices, None, Ellipsis), ``x[int_tensor]`` (take along that
         axis; recordable) and ``x[bool_mask]`` (eager and under autodiff only: its shape
         depends on the mask's values). See :mod:`hlotrace.ops.gather_set`."""
-        from hlotrace.ops.gather_set import tensor_getitem
-
-        return tensor_getitem(self, index)
+        return HOOKS.getitem(self, index)
 
     def __setitem__(self, index, value) -> None:
         """``x[index] = value`` in place: ``x`` takes the value of ``F.setitem(x, value, index)``
@@ -456,8 +449,6 @@ def _require_bool(value, operator: str):
 
 
 def _refuse_host_value_while_recording(what: str) -> None:
-    from hlotrace.ops.registry import current_recorder
-
     if current_recorder() is not None:
         loc = user_location(3)
         raise TraceError(
@@ -489,12 +480,22 @@ def tensor(value, dtype=None) -> Tensor:
         ) from None
     result = Tensor._from_array(array, checked=True)
     result._origin = user_location(2)
-    from hlotrace.ops.registry import current_recorder
-
     recorder = current_recorder()
     if recorder is not None:
         recorder.add_constant(result)
     return result
 
 
-from hlotrace import functional as F  # noqa: E402  (functional builds on Tensor)
+class _Hooks:
+    """What Tensor calls in layers above it, bound by them when they are imported."""
+
+    __slots__ = ("dlpack_device", "getitem", "host_value", "sharding_of", "to_dlpack")
+
+    def __init__(self):
+        self.sharding_of = lambda tensor: None  # hlotrace.distributed.placement: a mesh placement
+        self.host_value = None  # hlotrace.distributed.global_data: a value spread over processes
+        self.getitem = None  # hlotrace.ops.gather_set: x[index]
+        self.to_dlpack = self.dlpack_device = None  # hlotrace.interop
+
+
+HOOKS = _Hooks()

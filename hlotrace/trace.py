@@ -30,15 +30,18 @@ import itertools
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.avals import Aval
 from hlotrace.errors import TraceError
-from hlotrace.ops.registry import _RECORDER, BACKWARD_DEPTH, MODULE_PATH, SCOPES, Aval, OpDef
+from hlotrace.recording import BACKWARD_DEPTH, MODULE_PATH, RECORDER, SCOPES, is_implicit
 from hlotrace.source import SourceLocation
-from hlotrace.state import is_implicit
+
+if TYPE_CHECKING:
+    from hlotrace.ops.registry import OpDef
 
 SCHEMA = "hlotrace.trace"
 # OpDef.tags entry of ops whose attributes hold Regions (control flow, hlotrace.ops.control_flow).
@@ -350,7 +353,7 @@ def scope(name: str):
     >>> with scope("mylib.swish"):
     ...     y = x * F.sigmoid(x)
     """
-    if _RECORDER.get() is None:
+    if RECORDER.get() is None:
         yield
         return
     SCOPES.append((name, next(_scope_instances)))
@@ -366,7 +369,7 @@ class Recorder:
     Tensors are identified by object identity; the recorder keeps every tensor it has seen
     alive until it is closed so that ids are never reused during a recording.
 
-    Implicit state (:func:`hlotrace.state.register_implicit`: a random generator's key) that
+    Implicit state (:func:`hlotrace.recording.register_implicit`: a random generator's key) that
     the function reads without having it as an input is bound as a *late input*: appended to
     ``trace.inputs`` and to ``late_inputs`` when first used (never captured as a constant),
     after ``on_late_input(tensor)`` is told (xla_trace saves its value there).
@@ -389,13 +392,13 @@ class Recorder:
         self.called_modules: dict[int, object] = {}  # nn modules whose __call__ ran, by id
 
     def __enter__(self) -> Recorder:
-        if _RECORDER.get() is not None:
+        if RECORDER.get() is not None:
             raise TraceError("nested recording is not supported: a traced function called another while recording")
-        self._token = _RECORDER.set(self)
+        self._token = RECORDER.set(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        _RECORDER.reset(self._token)
+        RECORDER.reset(self._token)
         self._token = None
 
     def _bind(self, tensor, var_id: int) -> int:

@@ -175,7 +175,7 @@ def test_gradient_of_gradient_matches_finite_differences(name):
 
 
 def _apply(op, *args):
-    from hlotrace.ops.registry import apply
+    from hlotrace.dispatch import apply
 
     return apply(op, *args)
 

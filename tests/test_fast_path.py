@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import hlotrace as ht
-import hlotrace.jit as jit_module
+import hlotrace.traced as jit_module
 from hlotrace import lowering, nn
 from hlotrace.jit import xla_trace
 from hlotrace.metrics import metrics

@@ -22,10 +22,11 @@ import pytest
 import hlotrace as ht
 from hlotrace import F, nn, optim
 from hlotrace.autodiff import GradManager
+from hlotrace.dispatch import apply
 from hlotrace.errors import HlotraceError
 from hlotrace.jit import xla_trace
 from hlotrace.lowering.registry import RULES, rule
-from hlotrace.ops.registry import OPS, Aval, OpDef, apply, register_op
+from hlotrace.ops.registry import OPS, Aval, OpDef, register_op
 from hlotrace.runtime.jaxlib_compat import stablehlo
 
 

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, assume, given, seed, settings
 
 from hlotrace import dtypes as dt
 from hlotrace.autodiff import GradManager, vjp
+from hlotrace.dispatch import apply
 from hlotrace.ops import OPS
-from hlotrace.ops.registry import apply
 from hlotrace.tensor import Tensor, tensor
 from hlotrace.testing import strategies
 from hlotrace.testing.check import _as_operand, example_seed

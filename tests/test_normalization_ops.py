@@ -13,10 +13,10 @@ import hlotrace as ht
 import hlotrace.functional as F
 from hlotrace import nn, optim
 from hlotrace.autodiff import GradManager, grad
+from hlotrace.dispatch import apply
 from hlotrace.errors import HlotraceError, OpError
 from hlotrace.jit import xla_trace
 from hlotrace.ops import get_op
-from hlotrace.ops.registry import apply
 
 
 def _t(values, dtype="float32"):

@@ -7,9 +7,10 @@ import pytest
 
 import hlotrace as ht
 from hlotrace import lowering
+from hlotrace.dispatch import apply
 from hlotrace.jit import xla_trace
 from hlotrace.lowering.registry import PLATFORM_RULES, RULES, rule, rule_for
-from hlotrace.ops.registry import OPS, Aval, OpDef, apply, get_op, register_op
+from hlotrace.ops.registry import OPS, Aval, OpDef, get_op, register_op
 from hlotrace.runtime import platform_name
 from hlotrace.runtime.jaxlib_compat import stablehlo
 

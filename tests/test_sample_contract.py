@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
+from hlotrace.dispatch import apply
 from hlotrace.ops import OPS
-from hlotrace.ops.registry import apply
 from hlotrace.tensor import Tensor
 from hlotrace.testing import strategies
 from hlotrace.testing.check import example_seed

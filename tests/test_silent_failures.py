@@ -153,11 +153,19 @@ _ARGUMENTS = {
     "dim": 1,
     "unflattened_size": (2, 2),
     "n": 2,
+    "upscale_factor": 2,
+    "downscale_factor": 2,
+    "d_model": 8,
+    "nhead": 2,
+    "num_layers": 2,
+    "encoder_layer": lambda: nn.TransformerEncoderLayer(8, 2, dim_feedforward=16),
+    "decoder_layer": lambda: nn.TransformerDecoderLayer(8, 2, dim_feedforward=16),
     "make_block": lambda: lambda: nn.Linear(4, 4),
     "modules": lambda: [nn.Linear(3, 4), nn.Linear(4, 2)],
     "values": lambda: [nn.Linear(3, 4).weight, nn.Linear(2, 2).bias],
 }
 _MAPPINGS = {"ModuleDict", "ParameterDict"}  # built from {name: value}
+_OPTIONAL = {"Upsample": {"scale_factor": 2}}  # one of several optional arguments is required
 
 
 def _module_classes():
@@ -170,7 +178,7 @@ def _module_classes():
 
 def _build(name: str):
     cls = getattr(nn, name)
-    args, kwargs = [], {}
+    args, kwargs = [], dict(_OPTIONAL.get(name, {}))
     for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
         if p.kind is p.VAR_POSITIONAL:
             args.extend(_ARGUMENTS["modules"]())

@@ -17,12 +17,12 @@ or without one (eager values are the global view). See README.md, "Many devices 
 
 from __future__ import annotations
 
+import hlotrace.distributed.hooks  # noqa: F401  (binds hlotrace.spmd_hooks)
 from hlotrace.distributed.global_data import local_part, make_global, process_allgather
 from hlotrace.distributed.mesh import Mesh, NamedSharding, P, devices
-from hlotrace.distributed.placement import shard, shard_module, sharding_of
+from hlotrace.distributed.placement import constraint, shard, shard_module, sharding_of
 from hlotrace.distributed.process import initialize, is_initialized, local_devices, process_count, process_index
 from hlotrace.distributed.replicas import ReplicaMismatch, broadcast_from
-from hlotrace.errors import HlotraceError
 
 __all__ = [
     "Mesh",
@@ -44,25 +44,3 @@ __all__ = [
     "shard_module",
     "sharding_of",
 ]
-
-
-def constraint(x, spec):
-    """Inside a compiled function: ``x`` unchanged, and a request that XLA's partitioner lay
-    it out as ``spec`` (a ``P``, or a ``NamedSharding`` on the call's mesh). Identity in the
-    eager first call and in one-device compiles; an error outside a recording.
-
-    >>> h = dist.constraint(F.relu(x @ w1), dist.P("data", None))
-    """
-    from hlotrace.ops.distributed import sharding_constraint
-    from hlotrace.ops.registry import current_recorder
-
-    if current_recorder() is None:
-        raise HlotraceError(
-            "dist.constraint(x, spec) only works inside a function being compiled (xla_trace); outside one, "
-            "place the tensor with dist.shard(x, mesh, spec)"
-        )
-    if isinstance(spec, NamedSharding):
-        spec = spec.spec
-    elif not isinstance(spec, P):
-        spec = P(*spec) if isinstance(spec, tuple | list) else P(spec)
-    return sharding_constraint(x, spec.dims(len(spec)))

@@ -19,23 +19,24 @@ open for the partitioner to choose; the state a step writes back keeps its input
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import itertools
 import operator
 
-from hlotrace.distributed import hooks, process, replicas
+import hlotrace.distributed.process as process
+import hlotrace.distributed.replicas as replicas
+from hlotrace import spmd_hooks
 from hlotrace.distributed.mesh import NamedSharding
 from hlotrace.distributed.placement import registered, runtime_sharding, set_placement, sharding_of
 from hlotrace.errors import TraceError
+from hlotrace.lowering.registry import MESH_SYMBOL, SPMD_PLAN
 from hlotrace.tensor import Tensor
 from hlotrace.versions import VERSIONS
 
-MESH_SYMBOL = "mesh"
 # Op families whose operands keep their spatial dimensions (2 and up) whole on a mesh.
 WINDOWED_FAMILIES = frozenset({"conv", "pooling"})
 
-# The plan of the module being lowered (read by the sharding_constraint rule).
-CURRENT: contextvars.ContextVar = contextvars.ContextVar("hlotrace_spmd_plan", default=None)
+# The plan of the module being lowered (read by the sharding_constraint rule): lowering's slot.
+CURRENT = SPMD_PLAN
 
 
 def _inherit_optimizer_state(holders) -> bool:
@@ -168,7 +169,7 @@ def _snapshot(inputs):
 
 def _stamp(holders) -> tuple:
     """The counters and holders a memoized :func:`prepare` result was made under."""
-    return (VERSIONS.structure, hooks.placements, tuple(map(id, holders)))
+    return (VERSIONS.structure, spmd_hooks.placements, tuple(map(id, holders)))
 
 
 def prepare(inputs, holders=(), memo=None):
@@ -206,11 +207,11 @@ def _prepare(inputs, holders):
     if not any(own) and not any(grads):
         return None
     if holders:
-        seen = (tuple(map(id, holders)), VERSIONS.structure, hooks.placements)
+        seen = (tuple(map(id, holders)), VERSIONS.structure, spmd_hooks.placements)
         if _INHERITED[0] != seen:
             if _inherit_optimizer_state(holders):
                 own, grads = _placements(inputs)
-            _INHERITED[0] = (seen[0], VERSIONS.structure, hooks.placements)
+            _INHERITED[0] = (seen[0], VERSIONS.structure, spmd_hooks.placements)
     mesh = _one_mesh(inputs, own, grads)
     in_dims, grad_dims = [], []
     for t, s, g in zip(inputs, own, grads, strict=True):
@@ -242,14 +243,14 @@ class Plan:
 
     def declare_mesh(self, module) -> None:
         """``sdy.mesh @mesh`` at the insertion point (the module body), partition counts."""
-        from hlotrace.runtime import jaxlib_spmd
+        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 
         jaxlib_spmd.mesh_op(MESH_SYMBOL, list(zip(self.axis_names, self.mesh_shape, strict=True)))
         jaxlib_spmd.set_partition_counts(module, self.mesh.size)
 
     def annotate(self, main) -> None:
         """``sdy.sharding`` on every @main argument and result (merged with donation)."""
-        from hlotrace.runtime import jaxlib_spmd
+        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 
         key = jaxlib_spmd.SHARDING_ATTR
         args = [{key: jaxlib_spmd.tensor_sharding(MESH_SYMBOL, dims)} for dims in self.in_dims]
@@ -281,7 +282,7 @@ class Plan:
         definition = OPS.get(op)
         if definition is None or definition.family not in WINDOWED_FAMILIES:
             return operands
-        from hlotrace.runtime import jaxlib_spmd
+        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 
         guarded = []
         for k, (value, aval) in enumerate(zip(operands, in_avals, strict=True)):

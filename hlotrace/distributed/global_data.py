@@ -19,13 +19,13 @@ import numpy as np
 from hlotrace.distributed.mesh import Mesh, NamedSharding, P
 from hlotrace.distributed.placement import runtime_sharding, set_placement, sharding_of
 from hlotrace.errors import HlotraceError
-from hlotrace.tensor import Tensor
+from hlotrace.tensor import HOOKS, Tensor
 
 
 def host_value(tensor: Tensor) -> np.ndarray:
     """``tensor.numpy()`` of a device array NumPy could not read: this process's copy when
     it is replicated on every device, else an error naming :func:`process_allgather`."""
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     buffer = tensor._device
     if jaxlib_dist.is_fully_addressable(buffer):
@@ -47,7 +47,7 @@ def _local_box(sharding: NamedSharding, ndim: int):
     jsh = runtime_sharding(sharding, ndim)
     dims = sharding.dims(ndim)
     parts = tuple(math.prod(sharding.mesh.axis_size(a) for a in axes) for axes in dims)
-    from hlotrace.runtime import jaxlib_spmd
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 
     # On a global shape of one element per shard, each device's slice start is its position.
     positions = {
@@ -74,7 +74,7 @@ def make_global(local_array, mesh: Mesh, spec=None) -> Tensor:
 
     >>> x = dist.make_global(x_local, mesh, dist.P("data"))   # x_local: [B / processes, ...]
     """
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
     from hlotrace.tensor import tensor as make_tensor
 
     if not isinstance(mesh, Mesh):
@@ -111,7 +111,8 @@ def make_global(local_array, mesh: Mesh, spec=None) -> Tensor:
 def _check_replicated(local: np.ndarray, sharding: NamedSharding) -> None:
     """Data that every process gives whole (replicated across processes) must be the same
     data everywhere: proven through the coordination service (see distributed.replicas)."""
-    from hlotrace.distributed import process, replicas
+    import hlotrace.distributed.process as process
+    import hlotrace.distributed.replicas as replicas
 
     if (
         process.spans_processes(sharding.mesh.devices)
@@ -124,7 +125,7 @@ def _check_replicated(local: np.ndarray, sharding: NamedSharding) -> None:
 
 def local_part(tensor: Tensor) -> np.ndarray:
     """The block of ``tensor`` this process's devices hold (the inverse of make_global)."""
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     buffer = tensor._device
     if buffer is None or jaxlib_dist.is_fully_addressable(buffer):
@@ -149,7 +150,7 @@ _GATHER = {}
 
 
 def _replicated(*tensors):
-    from hlotrace.distributed import constraint
+    from hlotrace.distributed.placement import constraint
 
     return tuple(constraint(t, P()) for t in tensors)
 
@@ -162,8 +163,8 @@ def process_allgather(value):
     >>> state = dist.process_allgather(net.state_dict())
     >>> if dist.process_index() == 0: ht.save(state, "model.ht")
     """
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
     from hlotrace.jit import xla_trace
-    from hlotrace.runtime import jaxlib_dist
 
     leaves: list = []
     _collect(value, leaves)
@@ -200,3 +201,6 @@ def _rebuild(value, gathered: dict):
     if isinstance(value, list | tuple):
         return type(value)(_rebuild(v, gathered) for v in value)
     return value
+
+
+HOOKS.host_value = host_value  # Tensor calls it through this slot (hlotrace.tensor.HOOKS)

@@ -1,11 +1,9 @@
-"""What hlotrace's one-device paths call into hlotrace.distributed, behind one flag:
-``active`` turns True the first time anything is placed on a mesh in this process. While it
-is False, ``xla_trace`` pays one attribute read per call and never imports the rest."""
+"""What hlotrace's one-device paths call into hlotrace.distributed: the functions bound into
+the slots of :mod:`hlotrace.spmd_hooks` (whose ``active`` flag keeps them uncalled until
+something is placed on a mesh) when this module is imported."""
 
-active = False
-# Bumped by every placement (dist.shard and what inherits one): compile.prepare re-derives
-# what it caches per holders when it moved.
-placements = 0
+import hlotrace.distributed.process as process
+from hlotrace import spmd_hooks
 
 
 def prepare(inputs, holders=(), memo=None):
@@ -46,8 +44,6 @@ def spans_processes(tensors) -> bool:
 def agree_on_module(name, trace, text, devices) -> None:
     """Before compiling for ``devices``: when they span processes, check that every process
     compiles this very module (see distributed.process.agree_on_module)."""
-    from hlotrace.distributed import process
-
     if process.spans_processes(devices):
         process.agree_on_module(name, trace, text)
 
@@ -64,3 +60,14 @@ def keep_placements(pairs) -> None:
             sharding = registered(like)
         if sharding is not None:
             place(tensor, sharding)
+
+
+spmd_hooks.bind(
+    prepare=prepare,
+    plan=plan,
+    placed=placed,
+    spans_processes=spans_processes,
+    agree_on_module=agree_on_module,
+    keep_placements=keep_placements,
+    peer_failure=process.peer_failure,
+)

@@ -93,7 +93,7 @@ def _hlo_and_trace(target, trace):
 
 def mesh_axes(executable):
     """((axis name, size), ...) of an SPMD executable's mesh, else None."""
-    from hlotrace.runtime import jaxlib_spmd
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 
     shardings = getattr(executable, "in_shardings", None) or getattr(executable, "out_shardings", None)
     return jaxlib_spmd.mesh_axes_of(shardings[0]) if shardings else None
@@ -177,7 +177,7 @@ def collectives(target, trace=None) -> list[Collective]:
     >>> [c.kind for c in collectives(step)]
     ['all-gather', 'all-gather', 'all-reduce']
     """
-    from hlotrace.tools import hlo_parse
+    import hlotrace.runtime.hlo_parse as hlo_parse
 
     text, trace, mesh_axes = _hlo_and_trace(target, trace)
     module = hlo_parse.parse(text)
@@ -258,7 +258,7 @@ def bytes_per_device(tensors) -> dict[int, int]:
     >>> bytes_per_device(net.parameters())
     {0: 2176, 1: 2176, 2: 2176, 3: 2176}
     """
-    from hlotrace.runtime import jaxlib_spmd
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 
     held: dict[int, int] = {}
     seen = set()

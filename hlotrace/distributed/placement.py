@@ -14,11 +14,11 @@ import weakref
 
 import numpy as np
 
-from hlotrace.distributed import hooks
+from hlotrace import spmd_hooks
 from hlotrace.distributed.mesh import Mesh, NamedSharding, P, spec_from_dims
 from hlotrace.errors import HlotraceError
-from hlotrace.runtime.spmd import _PLACEMENT_OF
-from hlotrace.tensor import Parameter, Tensor
+from hlotrace.runtime.spmd import placement_of
+from hlotrace.tensor import HOOKS, Parameter, Tensor
 
 # id(tensor) -> (weak reference to it, NamedSharding)
 _PLACED: dict[int, tuple] = {}
@@ -34,8 +34,8 @@ def set_placement(tensor: Tensor, sharding: NamedSharding) -> None:
     key = id(tensor)
     ref = weakref.ref(tensor, lambda r, key=key: _forget(key, r))
     _PLACED[key] = (ref, sharding)
-    hooks.active = True
-    hooks.placements += 1
+    spmd_hooks.active = True
+    spmd_hooks.placements += 1
 
 
 def registered(tensor) -> NamedSharding | None:
@@ -69,13 +69,13 @@ def sharding_of(tensor) -> NamedSharding | None:
     buffer = getattr(tensor, "_device", None)
     if buffer is None:
         return None
-    placement = _PLACEMENT_OF.get(id(getattr(buffer, "sharding", None)))
+    placement = placement_of(buffer)
     return None if placement is None else _from_runtime(placement)
 
 
 def runtime_sharding(sharding: NamedSharding, ndim: int):
     """The runtime's (jax) sharding object for ``sharding`` on a rank-``ndim`` tensor."""
-    from hlotrace.runtime import spmd
+    import hlotrace.runtime.spmd as spmd
 
     mesh = sharding.mesh
     return spmd.jax_sharding(mesh.devices, mesh.shape, mesh.axis_names, sharding.dims(ndim))
@@ -101,9 +101,9 @@ def _describe(tensor, name=None) -> str:
 def place(tensor: Tensor, sharding: NamedSharding, name: str | None = None) -> Tensor:
     """Re-place ``tensor`` itself: its value moves onto the mesh (each device receives only
     its slice) and it keeps ``sharding`` from now on."""
+    import hlotrace.runtime.spmd as spmd
     from hlotrace import state
-    from hlotrace.ops.registry import current_recorder
-    from hlotrace.runtime import spmd
+    from hlotrace.recording import current_recorder
 
     if current_recorder() is not None:
         raise HlotraceError("dist.shard cannot run inside a recorded function; use dist.constraint(x, spec) there")
@@ -155,3 +155,28 @@ def shard_module(module, mesh: Mesh, plan: dict | None = None):
 
 def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, P())
+
+
+def constraint(x, spec):
+    """Inside a compiled function: ``x`` unchanged, and a request that XLA's partitioner lay
+    it out as ``spec`` (a ``P``, or a ``NamedSharding`` on the call's mesh). Identity in the
+    eager first call and in one-device compiles; an error outside a recording.
+
+    >>> h = dist.constraint(F.relu(x @ w1), dist.P("data", None))
+    """
+    from hlotrace.ops.distributed import sharding_constraint
+    from hlotrace.recording import current_recorder
+
+    if current_recorder() is None:
+        raise HlotraceError(
+            "dist.constraint(x, spec) only works inside a function being compiled (xla_trace); outside one, "
+            "place the tensor with dist.shard(x, mesh, spec)"
+        )
+    if isinstance(spec, NamedSharding):
+        spec = spec.spec
+    elif not isinstance(spec, P):
+        spec = P(*spec) if isinstance(spec, tuple | list) else P(spec)
+    return sharding_constraint(x, spec.dims(len(spec)))
+
+
+HOOKS.sharding_of = sharding_of  # Tensor calls it through this slot (hlotrace.tensor.HOOKS)

@@ -132,7 +132,7 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
             "dist.initialize must run before hlotrace's first computation (its CPU client already exists "
             "with this process's devices only); call it at the top of the program"
         )
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     wait = timeout_s()
     if pid == 0:
@@ -173,7 +173,7 @@ def _wait_for_port(host: str, port: int, address: str, wait: float) -> None:
 
 
 def _connect(client, address: str, n: int, pid: int, wait: float) -> None:
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     # connect() waits for every process and ends the process (not an exception) at its own
     # deadline: run it where this thread can stop waiting first, and raise a real error.
@@ -217,8 +217,8 @@ def is_initialized() -> bool:
 
 def local_devices(platform: str | None = None) -> list:
     """The devices this process drives (``dist.devices()`` lists every process's)."""
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
     from hlotrace import runtime
-    from hlotrace.runtime import jaxlib_compat
 
     return list(jaxlib_compat.client_devices(runtime.client(platform)))
 
@@ -227,7 +227,7 @@ def spans_processes(devices) -> bool:
     """Whether ``devices`` include another process's."""
     if _STATE.client is None:
         return False
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     me = _STATE.process_id
     return any(jaxlib_dist.process_index_of(d) != me for d in devices)
@@ -237,7 +237,7 @@ def spans_processes(devices) -> bool:
 
 
 def _report_failure(message: str) -> None:
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     try:
         jaxlib_dist.kv_set(_STATE.client, f"{_FAILED}{_STATE.process_id}", message[-2000:])
@@ -247,7 +247,7 @@ def _report_failure(message: str) -> None:
 
 def peer_failure(wait_s: float = 2.0) -> str | None:
     """What another process reported when it failed (waiting up to ``wait_s`` for it), or None."""
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     if _STATE.client is None:
         return None
@@ -267,7 +267,7 @@ def peer_failure(wait_s: float = 2.0) -> str | None:
 
 
 def _watch_peers() -> None:
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     me = f"{_FAILED}{_STATE.process_id}"
     while not _STATE.stop.wait(_POLL_S):
@@ -303,7 +303,7 @@ def _install_excepthook() -> None:
 
 
 def _shutdown() -> None:
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     # The watchdog must be out of jaxlib before the interpreter finalizes: a daemon thread
     # that returns from a C++ call (its kv_dir, with the GIL released) during finalization
@@ -336,7 +336,7 @@ def agree_on_module(name: str, trace, text: str) -> None:
     same module (else XLA's collectives would wait forever). Exchanges fingerprints through
     the coordination service; a difference is a TraceError on every process naming the first
     record that differs, a process that does not arrive in time one naming it."""
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     client, me, n = _STATE.client, _STATE.process_id, _STATE.num_processes
     _STATE.compiles += 1

@@ -25,7 +25,7 @@ import weakref
 
 import numpy as np
 
-from hlotrace.distributed import process
+import hlotrace.distributed.process as process
 from hlotrace.errors import HlotraceError
 from hlotrace.tensor import AbstractValue, Tensor
 from hlotrace.versions import VERSIONS
@@ -66,7 +66,7 @@ _SPANNING: dict = {}  # mesh -> the names of its axes along which the owning pro
 def _spanning_axes(mesh) -> frozenset:
     found = _SPANNING.get(mesh)
     if found is None:
-        from hlotrace.runtime import jaxlib_dist
+        import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
         owners = np.array([jaxlib_dist.process_index_of(d) for d in mesh.devices]).reshape(mesh.shape)
         found = frozenset(name for k, name in enumerate(mesh.axis_names) if np.any(np.diff(owners, axis=k) != 0))
@@ -92,8 +92,8 @@ _WHOLE: dict = {}  # (placement, rank) -> whole_in_every_process
 def local_value(tensor: Tensor) -> np.ndarray | None:
     """This process's whole copy of ``tensor`` on the host (None: no value, a recording's
     placeholder)."""
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
     from hlotrace.distributed.global_data import local_part
-    from hlotrace.runtime import jaxlib_dist
 
     host = tensor._host
     if host is not None:
@@ -160,7 +160,7 @@ _CHECKS = [0]  # checks so far: the same sequence on every process (they run the
 def exchange(what: str, lines: list[str]) -> list[list[str]]:
     """Every process's ``lines`` (this one's included), in process order. A collective:
     every process calls it at the same point of the program."""
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     state = process._STATE
     _CHECKS[0] += 1
@@ -319,9 +319,9 @@ def broadcast_from(src: int, obj):
     >>> net = MLP(); opt = optim.AdamW(net.parameters())
     >>> dist.broadcast_from(0, [net, opt])
     """
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
     from hlotrace.distributed.placement import sharding_of
-    from hlotrace.ops.registry import current_recorder
-    from hlotrace.runtime import jaxlib_dist
+    from hlotrace.recording import current_recorder
 
     if current_recorder() is not None:
         raise HlotraceError("dist.broadcast_from cannot run inside a recorded function; call it before the step")

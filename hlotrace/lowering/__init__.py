@@ -1,6 +1,7 @@
 """Lowering: Trace → StableHLO through the per-op rule registry."""
 
-from hlotrace.lowering.builder import LoweredModule, lower_trace
+import hlotrace.lowering.rules  # noqa: F401  (fills RULES: every op family's rules)
+from hlotrace.lowering.builder import LoweredModule, lower_region, lower_trace
 from hlotrace.lowering.registry import PLATFORM_RULES, RULES, LoweringRuleContext, override, rule, rule_for
 
 lower = lower_trace
@@ -11,6 +12,7 @@ __all__ = [
     "LoweredModule",
     "LoweringRuleContext",
     "lower",
+    "lower_region",
     "lower_trace",
     "override",
     "rule",

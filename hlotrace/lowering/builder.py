@@ -13,11 +13,11 @@ import os
 import re
 from dataclasses import dataclass
 
+import hlotrace.lowering.hlo as hlo
+import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 from hlotrace.errors import LoweringError
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import RULES, LoweringRuleContext, lowering_for, rule_for
 from hlotrace.ops.registry import Aval
-from hlotrace.runtime import jaxlib_compat
 from hlotrace.runtime.jaxlib_compat import func, ir, shared_context
 from hlotrace.trace import Trace
 
@@ -94,8 +94,6 @@ def lower_trace(
     >>> lowered = lower_trace(fn.trace)
     >>> print(lowered.text())
     """
-    import hlotrace.lowering.rules  # noqa: F401  (fills RULES)
-
     with lowering_for(platform):
         return _lower(trace, name, donate, spmd)
 
@@ -119,9 +117,7 @@ def _lower(trace: Trace, name, donate, spmd) -> LoweredModule:
             block = main.add_entry_block()
         with ir.InsertionPoint(block), spmd.lowering() if spmd is not None else contextlib.nullcontext():
             env: dict[int, ir.Value] = dict(zip(trace.inputs, block.arguments, strict=True))
-            for var_id, value in trace.constants.items():
-                with ir.Location.name(f"const%{var_id}"):
-                    env[var_id] = hlo.data_constant(value)  # -0.0 kept from XLA's iota rewrite
+            _emit_constants(env, trace.constants, trace.constants, "")
             for index, record in enumerate(trace.records):
                 _lower_record(trace, index, record, env, spmd)
             func.ReturnOp([env[v] for v in trace.outputs])
@@ -175,6 +171,14 @@ def _verify(module: ir.Module, trace: Trace, name: str) -> None:
     )
 
 
+def _emit_constants(env: dict, constants: dict, var_ids, prefix: str) -> None:
+    """Each of ``var_ids``' captured data as a constant at the insertion point, located
+    ``{prefix}const%<id>`` (``hlo.data_constant``: a -0.0 survives XLA's iota rewrite)."""
+    for var_id in var_ids:
+        with ir.Location.name(f"{prefix}const%{var_id}"):
+            env[var_id] = hlo.data_constant(constants[var_id])
+
+
 def _lower_record(trace: Trace, index: int, record, env: dict, spmd=None) -> None:
     fn = rule_for(record.op)  # an override, the platform's own rule, else the default
     if fn is None:
@@ -211,3 +215,35 @@ def _lower_record(trace: Trace, index: int, record, env: dict, spmd=None) -> Non
                 f"but the recorded output is {aval} ({expected})"
             )
         env[var_id] = value
+
+
+# -- regions (control flow): the same per-record lowering, inside a block ----------------
+
+
+class _RegionView:
+    """What the builder's record lowering reads of a trace, for one region's records: the
+    var table's avals, and every record's location nested under ``prefix``."""
+
+    def __init__(self, region, prefix: str):
+        self.vars = region.table.vars
+        self.backward: set = set()
+        self.scopes: dict = {}
+        self.paths = {i: prefix for i in range(len(region.records))}
+
+    def aval(self, var_id: int) -> Aval:
+        return self.vars[var_id].aval
+
+
+def lower_region(region, name: str, args) -> list[ir.Value]:
+    """Lower ``region``'s records at the current insertion point with ``args`` bound to its
+    params; returns its results."""
+    outer = ir.Location.current
+    prefix = f"{outer.name_str}/{name}" if hasattr(outer, "name_str") else name
+    env = dict(zip(region.params, args, strict=True))
+    constants = region.table.constants
+    used = {v for rec in region.records for v in rec.inputs} | set(region.results)
+    _emit_constants(env, constants, sorted(v for v in used if v not in env and v in constants), f"{prefix}/")
+    view = _RegionView(region, prefix)
+    for index, record in enumerate(region.records):
+        _lower_record(view, index, record, env)
+    return [env[v] for v in region.results]

@@ -24,6 +24,12 @@ from hlotrace.ops.registry import Aval
 from hlotrace.overrides import OVERRIDES, override_token  # noqa: F401  (re-exported)
 from hlotrace.source import SourceLocation
 
+# The SPMD plan of the module being lowered for many devices (set by the plan that
+# hlotrace.distributed passes to lower_trace), else None: sharding_constraint's rule reads it
+# to lower onto the module's ``sdy.mesh``, named MESH_SYMBOL.
+SPMD_PLAN: contextvars.ContextVar = contextvars.ContextVar("hlotrace_spmd_plan", default=None)
+MESH_SYMBOL = "mesh"
+
 RULES: dict[str, Callable[..., Any]] = {}  # the default rule of each op
 # platform ("cpu", "cuda", a plugin's name) -> op -> the rule used on that platform instead
 PLATFORM_RULES: dict[str, dict[str, Callable[..., Any]]] = {}

@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
+import hlotrace.nn.init as init
 from hlotrace import functional as F
 from hlotrace.errors import HlotraceError
-from hlotrace.nn import init
 from hlotrace.nn.module import Module
 from hlotrace.tensor import Parameter
 

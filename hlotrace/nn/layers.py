@@ -13,9 +13,9 @@ from collections import OrderedDict
 
 import numpy as np
 
+import hlotrace.nn.init as init
 from hlotrace import functional as F
 from hlotrace.errors import HlotraceError
-from hlotrace.nn import init
 from hlotrace.nn.module import _MODULE, Module
 from hlotrace.tensor import Parameter
 

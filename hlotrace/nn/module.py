@@ -26,8 +26,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from hlotrace import spmd_hooks
 from hlotrace.errors import HlotraceError, TraceError
-from hlotrace.ops.registry import MODULE_PATH, current_recorder
+from hlotrace.recording import MODULE_PATH, current_recorder
 from hlotrace.tensor import Parameter, Tensor, tensor
 from hlotrace.versions import structure_changed
 
@@ -330,8 +331,6 @@ class Module:
             updates.append((target, array))
         for target, array in updates:
             target._assign(tensor(array, dtype=target.dtype))
-        from hlotrace.distributed import hooks as spmd_hooks
-
         if spmd_hooks.active:  # a parameter placed on a mesh stays there, laid out as before
             spmd_hooks.keep_placements((target, None) for target, _ in updates)
         return IncompatibleKeys(missing, unexpected)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+import hlotrace.nn.init as init
 from hlotrace import functional as F
 from hlotrace.errors import OpError
-from hlotrace.nn import init
 from hlotrace.nn.module import Module
 from hlotrace.tensor import Parameter
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from hlotrace import functional as F
 from hlotrace.errors import HlotraceError
-from hlotrace.ops.registry import current_recorder
+from hlotrace.recording import current_recorder
 from hlotrace.tensor import Tensor, tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]

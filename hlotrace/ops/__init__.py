@@ -1,5 +1,6 @@
 """Op definitions, one module per family; importing this package registers them all."""
 
+from hlotrace.dispatch import apply
 from hlotrace.ops import (  # noqa: F401
     activation,
     barrier,
@@ -23,6 +24,6 @@ from hlotrace.ops import (  # noqa: F401
     shape,
     sorting,
 )
-from hlotrace.ops.registry import OPS, Aval, OpDef, apply, get_op, register_op
+from hlotrace.ops.registry import OPS, Aval, OpDef, get_op, register_op
 
 __all__ = ["OPS", "Aval", "OpDef", "apply", "get_op", "register_op"]

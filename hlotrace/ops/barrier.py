@@ -11,8 +11,9 @@ the cotangent. The ``remat`` pass (hlotrace/passes/remat.py) places barriers its
 
 from __future__ import annotations
 
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
-from hlotrace.ops.registry import Aval, OpDef, apply, register_op
+from hlotrace.ops.registry import Aval, OpDef, register_op
 
 __all__ = ["optimization_barrier"]
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import broadcast_shapes
 from hlotrace.ops.math_samples import sometimes_other_dtypes
-from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OPS, Aval, OpDef, apply, register_op
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OPS, Aval, OpDef, register_op
 
 FAMILY = "bitwise"
 

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from hlotrace import dtypes as dt
-from hlotrace.errors import ShapeDtypeError
+from hlotrace.avals import Aval, describe_avals
+from hlotrace.errors import OpError, ShapeDtypeError
+from hlotrace.namespace import F as _F
+from hlotrace.source import user_location
+from hlotrace.tensor import Tensor, tensor
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
@@ -57,16 +63,31 @@ def refuse_bool(dtype, op_meaning: str) -> None:
         raise ShapeDtypeError(f"{op_meaning} is not defined for bool tensors (NumPy refuses it too)")
 
 
-class _Functional:
-    """``hlotrace.functional``, imported on first use (it imports the op registry itself).
-
-    VJPs are written with it: ``F.multiply(ct, y)`` inside a VJP is an ordinary op application.
-    """
-
-    def __getattr__(self, name):
-        from hlotrace import functional
-
-        return getattr(functional, name)
+# hlotrace.functional for the families: VJPs are written with it (``F.multiply(ct, y)`` is an
+# ordinary op application); bound when hlotrace.functional finishes importing.
+F = _F
 
 
-F = _Functional()
+def as_tensor(x):
+    """``x`` as a Tensor (array-likes and Python scalars wrapped: a constant while recording)."""
+    return x if isinstance(x, Tensor) else tensor(x)
+
+
+def composite_error(name, message, *tensors) -> OpError:
+    """The OpError of a composite function (``name``), naming its inputs and the user's line."""
+    loc = user_location(1)
+    at = f" at {loc}" if loc else ""
+    return OpError(f"{name}: {message} (inputs: {describe_avals([Aval(t.shape, t.dtype) for t in tensors])}){at}")
+
+
+_SIDES, _SIDE_WEIGHTS = np.array([0, 1, 2, 3, 4, 5]), np.array([0.04, 0.2, 0.19, 0.19, 0.19, 0.19])
+_MAX_ELEMENTS = 128  # keeps a printed failing example readable
+
+
+def random_shape(rng: np.random.Generator, max_dims: int = 4) -> tuple:
+    """A shape of rank 0..max_dims, sides 0..5 (0 rarely, 1 often), at most 128 elements (for
+    the families' sample strategies; NumPy only)."""
+    while True:
+        shape = tuple(int(d) for d in rng.choice(_SIDES, p=_SIDE_WEIGHTS, size=rng.integers(0, max_dims + 1)))
+        if np.prod(shape) <= _MAX_ELEMENTS:
+            return shape

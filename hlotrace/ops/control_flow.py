@@ -25,7 +25,9 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import OpError, ShapeDtypeError
-from hlotrace.ops.registry import _RECORDER, NOT_DIFFERENTIABLE, OPS, TAPES, Aval, OpDef, register_op
+from hlotrace.ops.common import F
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OPS, Aval, OpDef, register_op
+from hlotrace.recording import RECORDER, TAPES
 from hlotrace.regions import (
     NONE,
     as_tensors,
@@ -148,7 +150,7 @@ def bind(op: OpDef, inputs, attrs: dict, location) -> tuple[Tensor, ...]:
         out_avals = infer(*avals, **attrs)
     except ShapeDtypeError as exc:
         raise OpError(f"{op.name}: {exc}" + (f" at {location}" if location else "")) from None
-    recorder = _RECORDER.get()
+    recorder = RECORDER.get()
     if recorder is not None and recorder.abstract:
         outs = tuple(Tensor._abstract(a.shape, a.dtype) for a in out_avals)
     else:
@@ -201,16 +203,12 @@ def _scalar(value, what: str, location) -> Tensor:
 
 def _as_index(value, what: str, location) -> Tensor:
     """An int32 scalar branch index."""
-    from hlotrace import functional as F
-
     value = _scalar(value, what, location)
     return value if value.dtype == dt.int32 else F.astype(value, dt.int32)
 
 
 def _as_predicate(value, what: str, location) -> Tensor:
     """A bool scalar (an integer is true where nonzero)."""
-    from hlotrace import functional as F
-
     value = _scalar(value, what, location)
     return value if value.dtype == dt.bool_ else F.not_equal(value, 0)
 
@@ -435,7 +433,7 @@ _IMPLS = {
 
 
 def _register():
-    from hlotrace.ops import control_flow_grad as grad
+    import hlotrace.ops.control_flow_grad as grad
 
     docs = {
         "switch": "the branch region at the (clamped) index applied to the operands",

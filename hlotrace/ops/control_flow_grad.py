@@ -23,6 +23,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.errors import OpError
+from hlotrace.ops.common import F
 from hlotrace.ops.registry import Aval
 
 # -- VJPs: (cotangents of every output, inputs, outputs, attrs, location) -> one per input --
@@ -35,7 +36,6 @@ def _floating(tensors) -> list[int]:
 def _backward(region, operands, watched, out_positions, cotangents) -> list:
     """Cotangents of ``operands[watched]`` of ``region``'s outputs ``out_positions`` for
     ``cotangents`` (zeros where none flows), re-running the region under a tape."""
-    from hlotrace import functional as F
     from hlotrace.autodiff import Tape
     from hlotrace.regions import call_region
 
@@ -66,7 +66,6 @@ def switch_vjp(cts, inputs, outs, attrs, location) -> tuple:
 
 
 def scan_vjp(cts, inputs, outs, attrs, location) -> tuple:
-    from hlotrace import functional as F
     from hlotrace.ops.control_flow import scan
     from hlotrace.regions import call_region
 
@@ -147,8 +146,6 @@ def single_vjp(name: str):
 
 def _random_body(rng):
     """A function ``(x, y) -> same shape as x`` of 1-3 smooth or exact ops."""
-    from hlotrace import functional as F
-
     steps = [int(k) for k in rng.integers(0, 4, size=int(rng.integers(1, 4)))]
 
     def body(x, y):
@@ -200,8 +197,6 @@ def _switch_sample(s):
 
 
 def _while_sample(s):
-    from hlotrace import functional as F
-
     @s.st.composite
     def sample(draw):
         rng = s.generator(draw)

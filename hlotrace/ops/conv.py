@@ -54,9 +54,10 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
-from hlotrace.ops.registry import Aval, OpDef, apply, register_op
+from hlotrace.ops.registry import Aval, OpDef, register_op
 
 FAMILY = "conv"
 
@@ -445,5 +446,5 @@ _CONV_TRANSPOSE2D = register_op(
 
 # conv2d's weight gradient and the family's sample strategies live in conv_grad.py;
 # imported here so that it registers.
-from hlotrace.ops import conv_grad  # noqa: E402
+import hlotrace.ops.conv_grad as conv_grad  # noqa: E402
 from hlotrace.ops.conv_grad import conv2d_weight_grad  # noqa: E402

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
 from hlotrace.ops.conv import (
@@ -37,7 +38,7 @@ from hlotrace.ops.conv import (
     tap_windows,
     window_attrs,
 )
-from hlotrace.ops.registry import Aval, OpDef, apply, register_op
+from hlotrace.ops.registry import Aval, OpDef, register_op
 
 __all__ = ["conv2d_weight_grad"]
 

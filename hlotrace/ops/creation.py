@@ -39,8 +39,9 @@ from fractions import Fraction
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
-from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, apply, get_op, register_op
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, get_op, register_op
 
 FAMILY = "creation"
 

@@ -9,8 +9,9 @@ the mesh is the compiled call's. Its VJP constrains the cotangent the same way.
 
 from __future__ import annotations
 
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
-from hlotrace.ops.registry import Aval, OpDef, apply, register_op
+from hlotrace.ops.registry import Aval, OpDef, register_op
 
 __all__ = ["sharding_constraint"]
 

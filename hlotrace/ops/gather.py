@@ -57,9 +57,10 @@ import math
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import OpError, ShapeDtypeError
-from hlotrace.ops.common import F, normalize_axis
-from hlotrace.ops.registry import Aval, OpDef, apply, register_op
+from hlotrace.ops.common import F, normalize_axis, random_shape
+from hlotrace.ops.registry import Aval, OpDef, register_op
 from hlotrace.source import user_location
 
 FAMILY = "gather"
@@ -138,8 +139,6 @@ def as_tensor(x, name: str = "", index: bool = False):
 
 def operand_shape(rng, max_dims: int = 3) -> tuple:
     """A random shape of rank 1..max_dims (sides 0..5, at most 128 elements)."""
-    from hlotrace.testing.sampling import random_shape
-
     while True:
         shape = random_shape(rng, max_dims)
         if shape:
@@ -375,7 +374,8 @@ def gather(x, axis, index):
 # The scatter-adds and the writing side (masked_fill, setitem, index_copy, Tensor indexing)
 # live in their own files; imported here so that their ops register and their public
 # functions join this module's __all__ (which hlotrace.functional star-imports).
-from hlotrace.ops import gather_scatter, gather_set  # noqa: E402
+import hlotrace.ops.gather_scatter as gather_scatter  # noqa: E402
+import hlotrace.ops.gather_set as gather_set  # noqa: E402
 from hlotrace.ops.gather_scatter import *  # noqa: E402, F403
 from hlotrace.ops.gather_set import *  # noqa: E402, F403
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
 from hlotrace.ops.gather import (
@@ -25,7 +26,7 @@ from hlotrace.ops.gather import (
     take,
     wrapped,
 )
-from hlotrace.ops.registry import Aval, OpDef, apply, register_op
+from hlotrace.ops.registry import Aval, OpDef, register_op
 
 __all__ = ["index_add", "scatter_add"]
 

@@ -41,6 +41,7 @@ import math
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError, TraceError
 from hlotrace.ops.common import F, broadcast_shapes
 from hlotrace.ops.gather import (
@@ -57,10 +58,11 @@ from hlotrace.ops.gather import (
     take_shape,
     wrapped,
 )
-from hlotrace.ops.indexing import _from_canonical, _getitem_canonicalize, _getitem_infer
-from hlotrace.ops.registry import Aval, OpDef, apply, current_recorder, register_op
+from hlotrace.ops.indexing import _from_canonical, _getitem_canonicalize, getitem_infer
+from hlotrace.ops.registry import Aval, OpDef, register_op
+from hlotrace.recording import current_recorder
 from hlotrace.source import user_location
-from hlotrace.tensor import Tensor, tensor
+from hlotrace.tensor import HOOKS, Tensor, tensor
 
 __all__ = ["index_copy", "masked_fill", "setitem"]
 
@@ -179,7 +181,7 @@ def _setitem_canonicalize(avals, attrs):
 
 def _setitem_infer(x: Aval, value: Aval, *, index) -> Aval:
     check_cast(value.dtype, x.dtype)
-    _check_fits(value, _getitem_infer(x, index=index).shape, "value")
+    _check_fits(value, getitem_infer(x, index=index).shape, "value")
     return x
 
 
@@ -217,7 +219,7 @@ def _setitem_sample(s):
         base = draw(s.getitem_sample())
         x, index = base.args[0], base.attrs["index"]
         aval = Aval(x.shape, x.dtype)
-        selected = _getitem_infer(aval, **_getitem_canonicalize((aval,), {"index": index})).shape
+        selected = getitem_infer(aval, **_getitem_canonicalize((aval,), {"index": index})).shape
         value = _value(s, draw, s.generator(draw), x.dtype, selected)
         return s.OpSample((x, value), {"index": index})
 
@@ -399,3 +401,6 @@ def setitem(x, value, index):
         )
     mask = entry if entry.ndim == x.ndim else F.reshape(entry, entry.shape + (1,) * (x.ndim - entry.ndim))
     return masked_fill(x, mask, value)
+
+
+HOOKS.getitem = tensor_getitem  # Tensor calls it through this slot (hlotrace.tensor.HOOKS)

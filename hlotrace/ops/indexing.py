@@ -136,7 +136,7 @@ def _getitem_canonicalize(avals, attrs):
     return {"index": tuple(canonical)}
 
 
-def _getitem_infer(x: Aval, *, index) -> Aval:
+def getitem_infer(x: Aval, *, index) -> Aval:
     shape = []
     for entry in index:
         if entry[0] == "newaxis":
@@ -155,7 +155,7 @@ register_op(
         name="getitem",
         family=FAMILY,
         reference=_getitem_reference,
-        infer=_getitem_infer,
+        infer=getitem_infer,
         canonicalize=_getitem_canonicalize,
         sample=lambda s: s.getitem_sample(),
         vjp=lambda ct, out, x, *, index: (F.getitem_transpose(ct, x.shape, index),),
@@ -175,7 +175,7 @@ def _transpose_canonicalize(avals, attrs):
     if any(d < 0 for d in shape):
         raise ShapeDtypeError(f"shape {shape} has a negative dimension")
     index = _getitem_canonicalize((Aval(shape, x.dtype),), {"index": attrs["index"]})["index"]
-    selected = _getitem_infer(Aval(shape, x.dtype), index=index).shape
+    selected = getitem_infer(Aval(shape, x.dtype), index=index).shape
     if selected != x.shape:
         raise ShapeDtypeError(f"an input of shape {x.shape} cannot fill index {index} of shape {shape} ({selected})")
     return {"shape": shape, "index": index}
@@ -193,7 +193,7 @@ def _transpose_sample(s):
         base = draw(s.getitem_sample())
         x, attrs = base.args[0], base.attrs
         index = _getitem_canonicalize((Aval(x.shape, x.dtype),), attrs)["index"]
-        selected = _getitem_infer(Aval(x.shape, x.dtype), index=index).shape
+        selected = getitem_infer(Aval(x.shape, x.dtype), index=index).shape
         ct = draw(s.arrays(x.dtype, selected))
         return s.OpSample((ct,), {"shape": x.shape, "index": index})
 

@@ -53,11 +53,12 @@ import math
 
 import numpy as np
 
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axes, normalize_axis
 from hlotrace.ops.creation import _scalar_kind, canonical_value, eye, linspace
 from hlotrace.ops.layout_composites import flatten, moveaxis, split, stack, swapaxes
-from hlotrace.ops.registry import Aval, OpDef, apply, get_op, register_op
+from hlotrace.ops.registry import Aval, OpDef, get_op, register_op
 from hlotrace.ops.shape import _as_int as _int
 from hlotrace.ops.shape import _int_tuple as _ints
 
@@ -126,9 +127,7 @@ def _sample(name):
     """The op's sample strategy, from hlotrace/testing/layout_samples.py (tests only)."""
 
     def sample(s):
-        from hlotrace.testing import layout_samples
-
-        return getattr(layout_samples, name)(s)
+        return getattr(s.layout_samples, name)(s)
 
     return sample
 

@@ -10,9 +10,10 @@ import math
 
 import numpy as np
 
+from hlotrace.dispatch import describe_avals
 from hlotrace.errors import OpError, ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axis
-from hlotrace.ops.registry import Aval, describe_avals
+from hlotrace.ops.registry import Aval
 from hlotrace.ops.shape import _as_int as _int
 from hlotrace.ops.shape import _int_tuple as _ints
 from hlotrace.source import user_location

@@ -57,6 +57,7 @@ import math
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
 from hlotrace.ops.elementwise import float_result_dtype
@@ -70,7 +71,7 @@ from hlotrace.ops.math_samples import (
     sometimes_other_dtypes,
     unary_sample,
 )
-from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OPS, Aval, OpDef, apply, register_op
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OPS, Aval, OpDef, register_op
 
 FAMILY = "math"
 

@@ -8,12 +8,13 @@ import math
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F, broadcast_shapes
 from hlotrace.ops.elementwise import float_result_dtype
 from hlotrace.ops.math import FAMILY, NUMERIC_DTYPES, _no_attrs, _zero_vjp, compute_dtype
 from hlotrace.ops.math_samples import sometimes_other_dtypes
-from hlotrace.ops.registry import OPS, Aval, OpDef, apply, register_op
+from hlotrace.ops.registry import OPS, Aval, OpDef, register_op
 
 __all__ = ["atan2", "floor_divide", "mod"]
 

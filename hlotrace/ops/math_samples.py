@@ -21,8 +21,6 @@ def sometimes_other_dtypes(base_sample, others=NON_FLOAT_DTYPES):
     def sample(s):
         @s.st.composite
         def draw_sample(draw):
-            from hlotrace.testing.sampling import fit_int_scalars
-
             base = draw(base_sample(s))
             rng = s.generator(draw)
             positions = [i for i, a in enumerate(base.args) if isinstance(a, np.ndarray)]
@@ -31,7 +29,7 @@ def sometimes_other_dtypes(base_sample, others=NON_FLOAT_DTYPES):
             args = list(base.args)
             i = positions[rng.integers(0, len(positions))]
             args[i] = draw(s.arrays(draw(s.st.sampled_from(others)), args[i].shape))
-            return s.OpSample(fit_int_scalars(args), base.attrs)
+            return s.OpSample(s.fit_int_scalars(args), base.attrs)
 
         return draw_sample()
 

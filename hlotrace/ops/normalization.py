@@ -53,9 +53,10 @@ import math
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply, describe_avals
 from hlotrace.errors import OpError, ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axes
-from hlotrace.ops.registry import Aval, OpDef, apply, describe_avals, register_op
+from hlotrace.ops.registry import Aval, OpDef, register_op
 from hlotrace.source import user_location
 from hlotrace.trace import scope
 

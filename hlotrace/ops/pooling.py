@@ -50,9 +50,10 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
-from hlotrace.ops.registry import Aval, OpDef, apply, register_op
+from hlotrace.ops.registry import Aval, OpDef, register_op
 
 FAMILY = "pooling"
 
@@ -380,7 +381,7 @@ ADAPTIVE_MAX_POOL2D = register_op(
     )
 )
 
-from hlotrace.ops import pooling_samples  # noqa: E402
+import hlotrace.ops.pooling_samples as pooling_samples  # noqa: E402
 from hlotrace.ops.pooling_grad import *  # noqa: E402, F403
 from hlotrace.ops.pooling_grad import __all__ as _grad_all  # noqa: E402
 

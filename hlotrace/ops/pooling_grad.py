@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
 from hlotrace.ops.pooling import (
@@ -44,7 +45,7 @@ from hlotrace.ops.pooling_samples import (
     draw_window,
     window_case,
 )
-from hlotrace.ops.registry import Aval, OpDef, apply, register_op
+from hlotrace.ops.registry import Aval, OpDef, register_op
 
 __all__ = [
     "adaptive_avg_pool2d_backward",

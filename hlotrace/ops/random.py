@@ -51,9 +51,10 @@ import ml_dtypes
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.creation import canonical_shape
-from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, apply, register_op
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OPS, Aval, OpDef, register_op
 from hlotrace.ops.threefry import (
     MANTISSA_BITS,
     _rows,
@@ -67,7 +68,7 @@ from hlotrace.ops.threefry import (
     words_per_uniform,
 )
 
-__all__ = ["dropout", "normal", "permutation", "randint", "random_split", "uniform"]
+__all__ = ["random_split"]
 
 FAMILY = "random"
 
@@ -375,58 +376,9 @@ register_op(
 
 
 # -- public functions ---------------------------------------------------------------------
-
-
-def _draw(name, generator, **attrs):
-    from hlotrace.ops.registry import get_op
-    from hlotrace.random import resolve
-
-    return resolve(generator).draw(get_op(name), **attrs)
+# (the draws from a generator -- uniform, normal, ... -- are in hlotrace.ops.generator)
 
 
 def random_split(key):
     """The key that follows ``key`` (``int32[2]``): a pure function, nothing is updated."""
-    from hlotrace.ops.registry import get_op
-
-    return apply(get_op("random_split"), key)
-
-
-def uniform(shape, low=0.0, high=1.0, dtype="float32", generator=None):
-    """Samples from U[low, high) of ``shape`` and float ``dtype``, drawn from ``generator``
-    (default: :data:`hlotrace.random.default_generator`), whose key advances in place."""
-    return _draw("random_uniform", generator, shape=shape, dtype=dtype, low=low, high=high)
-
-
-def normal(shape, mean=0.0, std=1.0, dtype="float32", generator=None):
-    """Samples from N(mean, std**2) (Box–Muller) of ``shape`` and float ``dtype``."""
-    return _draw("random_normal", generator, shape=shape, dtype=dtype, mean=mean, std=std)
-
-
-def randint(low, high, shape, dtype="int32", generator=None):
-    """Integers uniform in ``[low, high)`` of ``shape``; int32 or int64."""
-    return _draw("random_randint", generator, shape=shape, low=low, high=high, dtype=dtype)
-
-
-def permutation(n, generator=None, dtype="int32"):
-    """A random permutation of ``range(n)`` (int32, or int64)."""
-    return _draw("random_permutation", generator, n=n, dtype=dtype)
-
-
-def dropout(x, p=0.5, training=True, generator=None):
-    """Zero each element of ``x`` with probability ``p`` and scale the rest by
-    ``1 / (1 - p)`` (PyTorch's ``F.dropout``); ``x`` unchanged when ``training`` is False
-    or ``p`` is 0, zeros when ``p`` is 1 (no numbers drawn in those cases)."""
-    from hlotrace import functional as F
-    from hlotrace.functional import _as_tensor, _composite_error
-
-    x = _as_tensor(x)
-    if not dt.is_number(p) or not 0 <= (p := dt.as_python_number(p)) <= 1:  # NumPy, ml_dtypes scalars too
-        raise _composite_error("dropout", f"p must be a probability in [0, 1], got {p!r}", x)
-    if x.dtype not in dt.FLOATING:
-        raise _composite_error("dropout", f"needs a float tensor, got {x.dtype}", x)
-    if not training or p == 0:
-        return x
-    if p == 1:
-        return F.zeros_like(x)
-    keep = F.greater_equal(uniform(x.shape, generator=generator), float(p))
-    return F.where(keep, F.multiply(x, 1.0 / (1.0 - p)), 0.0)
+    return apply(OPS["random_split"], key)

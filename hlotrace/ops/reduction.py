@@ -208,4 +208,4 @@ for _name, (_reference, _doc) in _REFERENCES.items():
     )
 
 
-from hlotrace.ops import statistics  # noqa: E402, F401  (registers any, all, prod, var, logsumexp)
+import hlotrace.ops.statistics  # noqa: E402, F401  (registers any, all, prod, var, logsumexp)

@@ -29,9 +29,10 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axis
-from hlotrace.ops.registry import Aval, OpDef, apply, get_op, register_op
+from hlotrace.ops.registry import Aval, OpDef, get_op, register_op
 from hlotrace.ops.statistics import all, any, logsumexp, prod, std, var  # noqa: A004  (the ops' names)
 
 FAMILY = "scan"

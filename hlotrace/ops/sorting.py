@@ -39,9 +39,10 @@ import operator
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply, describe_avals
 from hlotrace.errors import OpError, ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axis
-from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, apply, describe_avals, get_op, register_op
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, get_op, register_op
 from hlotrace.source import user_location
 
 FAMILY = "sorting"

@@ -38,10 +38,11 @@ import math
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axes
 from hlotrace.ops.reduction import accumulation_dtype, reduced_shape
-from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, apply, get_op, register_op
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, get_op, register_op
 
 FAMILY = "reduction"
 

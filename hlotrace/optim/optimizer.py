@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace import spmd_hooks
 from hlotrace.errors import HlotraceError, TraceError
-from hlotrace.ops.registry import current_recorder
+from hlotrace.recording import current_recorder
 from hlotrace.tensor import Tensor
 from hlotrace.versions import GroupList, TrackedGroup, structure_changed
 
@@ -337,8 +338,6 @@ class Optimizer:
         for p, state_name, array in updates:
             target = self.state[p][state_name]
             _set_or_assign(target, array)
-        from hlotrace.distributed import hooks as spmd_hooks
-
         if spmd_hooks.active:  # state of a parameter on a mesh goes back onto it
             spmd_hooks.keep_placements((self.state[p][state_name], p) for p, state_name, _ in updates)
 

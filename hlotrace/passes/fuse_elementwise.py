@@ -27,11 +27,11 @@ from __future__ import annotations
 import itertools
 import os
 
+import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 from hlotrace.passes.locations import record_location
 from hlotrace.passes.manager import main_function
 from hlotrace.passes.registry import register_pass
 from hlotrace.passes.rewrite import remove_dead_ops
-from hlotrace.runtime import jaxlib_compat
 from hlotrace.runtime.jaxlib_compat import func, ir
 
 ELEMENTWISE = frozenset(

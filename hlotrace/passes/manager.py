@@ -16,11 +16,11 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 
+import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 from hlotrace.errors import PassError
 from hlotrace.passes.op_count import count_ops
 from hlotrace.passes.options import check_options
 from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES, PASSES_ENV, PassDef
-from hlotrace.runtime import jaxlib_compat
 from hlotrace.runtime.jaxlib_compat import ir
 
 DUMP_ENV = "HLOTRACE_DUMP_TO"

@@ -86,7 +86,7 @@ def check_options(definition, options: dict[str, str]) -> None:
 
 def _check_with_mlir(definition, options: dict[str, str]) -> None:
     """Hand the options to MLIR's parser on an empty module (what the pipeline will do)."""
-    from hlotrace.runtime import jaxlib_compat
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
     from hlotrace.runtime.jaxlib_compat import ir
 
     given = " ".join(f"{k}={v}" for k, v in options.items())

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hlotrace.passes import options as checks
+import hlotrace.passes.options as checks
 
 PassFn = Callable[..., None]
 

@@ -32,9 +32,9 @@ import itertools
 import os
 from collections.abc import Callable
 
+import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 from hlotrace.errors import PassError
 from hlotrace.passes.manager import main_function
-from hlotrace.runtime import jaxlib_compat
 from hlotrace.runtime.jaxlib_compat import func, ir, stablehlo
 
 _composite_ids = itertools.count()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hlotrace.errors import BackendError, HlotraceError
-from hlotrace.metrics import _counts, count
+from hlotrace.metrics import COUNTS, count
 
 _PLATFORM_ENV = "HLOTRACE_PLATFORM"
 CPU_DEVICES_ENV = "HLOTRACE_CPU_DEVICES"
@@ -201,7 +201,7 @@ class Executable(CompiledQueries):
 
     def to_device(self, index: int, array: np.ndarray):
         """Copy argument ``index``'s host array to this executable's device."""
-        _counts["host_to_device_bytes"] += array.nbytes
+        COUNTS["host_to_device_bytes"] += array.nbytes
         return self._puts[index](array)
 
     def wrapping_runner(self, wrap, single: bool = False):
@@ -211,7 +211,7 @@ class Executable(CompiledQueries):
         from hlotrace.runtime import jaxlib_compat
 
         shapes = [(a.shape, a.dtype) for a in self.out_avals]
-        return jaxlib_compat.make_executor(self.loaded, shapes, self.device, counts=_counts, wrap=wrap, single=single)
+        return jaxlib_compat.make_executor(self.loaded, shapes, self.device, counts=COUNTS, wrap=wrap, single=single)
 
 
 # The most recently used executables (xla_trace keeps its own). Bounded: a process that
@@ -284,7 +284,7 @@ def _cached(key):
     """The in-process cache's executable for ``key`` (a hit counted), else None (a miss counted)."""
     cached = _compile_cache.get(key)
     if cached is not None:
-        _counts["memory_cache_hits"] += 1
+        COUNTS["memory_cache_hits"] += 1
         _compile_cache.move_to_end(key)
         return cached
     count("memory_cache_misses")
@@ -297,7 +297,7 @@ def _executable(loaded, device, in_avals, out_avals, seconds: float, from_disk: 
 
     exe = Executable(loaded, device, list(in_avals), list(out_avals), seconds, from_disk_cache=from_disk)
     shapes = [(a.shape, a.dtype) for a in out_avals]
-    exe.run = jaxlib_compat.make_executor(loaded, shapes, device, counts=_counts)  # counts ``executions``
+    exe.run = jaxlib_compat.make_executor(loaded, shapes, device, counts=COUNTS)  # counts ``executions``
     exe._puts = [jaxlib_compat.make_host_to_device(a.shape, a.dtype, device) for a in in_avals]
     return exe
 

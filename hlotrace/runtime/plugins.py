@@ -41,7 +41,7 @@ def plugin_path(name: str) -> str | None:
 
 def load(name: str, path: str):
     """A client of the plugin at ``path``; every failure is a BackendError naming ``path``."""
-    from hlotrace.runtime import jaxlib_compat
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 
     try:
         return jaxlib_compat.plugin_client(name, path)

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hlotrace import spmd_hooks
 from hlotrace.errors import BackendError
-from hlotrace.metrics import _counts, count
+from hlotrace.metrics import COUNTS, count
 from hlotrace.runtime import CompiledQueries
 
 _JAX_MESHES: dict = {}
@@ -38,7 +39,7 @@ def jax_sharding(devices: tuple, mesh_shape: tuple, axis_names: tuple, dims: tup
     key = (devices, mesh_shape, axis_names, dims)
     sharding = _JAX_SHARDINGS.get(key)
     if sharding is None:
-        from hlotrace.runtime import jaxlib_spmd
+        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 
         mesh_key = (devices, mesh_shape, axis_names)
         jmesh = _JAX_MESHES.get(mesh_key)
@@ -57,9 +58,9 @@ def placement_of(buffer):
 
 def put(array: np.ndarray, sharding):
     """``array`` laid out across the devices of ``sharding`` (each gets only its slice)."""
-    from hlotrace.runtime import jaxlib_spmd
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 
-    _counts["host_to_device_bytes"] += array.nbytes
+    COUNTS["host_to_device_bytes"] += array.nbytes
     return jaxlib_spmd.put_sharded(array, sharding)
 
 
@@ -93,10 +94,10 @@ def _checked_run(execute, in_shardings, in_avals):
     """``run(buffers)``: every buffer whose layout is not the executable's is re-placed
     first (gathered to the host and laid out again), so PJRT never sees a wrong shard."""
     expected = [(s, tuple(a.shape), np.dtype(a.dtype)) for s, a in zip(in_shardings, in_avals, strict=True)]
-    from hlotrace.runtime import jaxlib_dist
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     def run(buffers):
-        _counts["executions"] += 1
+        COUNTS["executions"] += 1
         checked = None
         for i, buffer in enumerate(buffers):
             sharding, shape, dtype = expected[i]
@@ -150,8 +151,9 @@ def compile_spmd(module_text: str, in_avals, out_avals, plan, disabled_xla_passe
     """Compile ``module_text`` (Shardy-annotated) for the plan's mesh; cached in memory by
     (module, avals, plan, options) and on disk like one-device executables (the key adds the
     device count and the serialized SPMD compile options, which hold the device assignment)."""
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
     from hlotrace import runtime
-    from hlotrace.runtime import jaxlib_compat, jaxlib_spmd
 
     devices = tuple(plan.devices)
     pjrt = jaxlib_spmd.device_client(devices[0])
@@ -161,7 +163,7 @@ def compile_spmd(module_text: str, in_avals, out_avals, plan, disabled_xla_passe
     key = (runtime.module_fingerprint(module_text), tuple(in_avals), tuple(out_avals), plan.key, disabled_xla_passes)
     cached = _compile_cache.get(key)
     if cached is not None:
-        _counts["memory_cache_hits"] += 1
+        COUNTS["memory_cache_hits"] += 1
         _compile_cache.move_to_end(key)
         return cached
     count("memory_cache_misses")
@@ -176,7 +178,11 @@ def compile_spmd(module_text: str, in_avals, out_avals, plan, disabled_xla_passe
 
 
 def _load_or_compile(pjrt, module_text, in_avals, out_avals, devices, options):
-    from hlotrace.runtime import _first_line, _library_versions, cache, jaxlib_compat, jaxlib_dist, jaxlib_spmd
+    import hlotrace.runtime.cache as cache
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+    from hlotrace.runtime import _first_line, _library_versions
 
     fields = None
     # (not for a mesh spanning processes: every process must build its part of one program)
@@ -231,10 +237,9 @@ def _across_processes(execute):
         try:
             return execute(buffers)
         except Exception as exc:
-            from hlotrace.distributed.process import peer_failure
             from hlotrace.runtime import _first_line
 
-            peer = peer_failure()
+            peer = spmd_hooks.peer_failure()
             raise BackendError(
                 f"the SPMD step failed while exchanging data with the other processes ({_first_line(exc)}); "
                 + (peer or "another process of the job probably stopped: see its output")
@@ -244,7 +249,8 @@ def _across_processes(execute):
 
 
 def _wrap(loaded, plan, devices, in_avals, out_avals, seconds, from_disk) -> SpmdExecutable:
-    from hlotrace.runtime import jaxlib_dist, jaxlib_spmd
+    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 
     mesh = (devices, tuple(plan.mesh_shape), tuple(plan.axis_names))
     jmesh_sharding = jax_sharding(*mesh, ())

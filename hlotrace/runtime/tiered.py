@@ -33,9 +33,9 @@ import concurrent.futures
 import logging
 import os
 
+import hlotrace.runtime.cache as cache
 from hlotrace.errors import HlotraceError
 from hlotrace.metrics import count
-from hlotrace.runtime import cache
 
 TIERED_ENV = "HLOTRACE_TIERED_COMPILE"
 _log = logging.getLogger("hlotrace")
@@ -194,8 +194,8 @@ def _collect_finished() -> None:
 def _quick(key, pjrt, module_text, in_avals, out_avals, device, disabled):
     """The quickly compiled executable: from the in-process cache, the disk cache, or XLA
     (then stored in both); None when this XLA refuses FAST_CPU_OPTIONS (warned once)."""
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
     from hlotrace import runtime
-    from hlotrace.runtime import jaxlib_compat
 
     quick_key = (*key, "quick")
     cached = runtime._cached(quick_key)

@@ -10,11 +10,12 @@ import zlib
 import numpy as np
 from hypothesis import Phase, given, seed, settings
 
+import hlotrace.testing.strategies as strategies
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.dtypes import FLOATING
-from hlotrace.ops.registry import OpDef, apply
+from hlotrace.ops.registry import OpDef
 from hlotrace.tensor import Tensor
-from hlotrace.testing import strategies
 from hlotrace.testing.sampling import OpSample
 from hlotrace.testing.tolerances import (
     RECIPROCAL_FLUSHED,

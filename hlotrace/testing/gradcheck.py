@@ -19,11 +19,12 @@ import ml_dtypes
 import numpy as np
 from hypothesis import assume, given, seed, settings
 
+import hlotrace.testing.strategies as strategies
 from hlotrace import dtypes as dt
 from hlotrace.autodiff import grad, vjp
-from hlotrace.ops.registry import OpDef, apply, is_differentiable
+from hlotrace.dispatch import apply
+from hlotrace.ops.registry import OpDef, is_differentiable
 from hlotrace.tensor import Tensor
-from hlotrace.testing import strategies
 from hlotrace.testing.check import _as_operand, example_seed
 from hlotrace.testing.sampling import OpSample
 from hlotrace.testing.tolerances import (

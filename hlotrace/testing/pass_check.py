@@ -15,10 +15,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import Phase, given, seed, settings
 
+import hlotrace.testing.strategies as strategies
 from hlotrace import dtypes as dt
-from hlotrace.ops.registry import OpDef, apply
+from hlotrace.dispatch import apply
+from hlotrace.ops.registry import OpDef
 from hlotrace.tensor import Tensor
-from hlotrace.testing import strategies
 from hlotrace.testing.check import example_seed
 from hlotrace.testing.differential import assert_bitwise_equal, run_lowered
 from hlotrace.testing.sampling import OpSample

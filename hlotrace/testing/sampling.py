@@ -18,6 +18,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from hlotrace import dtypes as dt
+from hlotrace.ops.common import random_shape
 from hlotrace.testing.values import INT32_MAX, INT32_MIN, LITERALS, Values, nudge
 
 ALL = dt.SUPPORTED
@@ -173,16 +174,6 @@ def scalar_of(draw, dtype, elements: Values | None = None):
 
 # Side lengths of elementwise operands and how often each is drawn: zero-size rarely (it
 # empties the result), 1 often (it broadcasts), and sizes up to 5.
-_SIDES, _SIDE_WEIGHTS = np.array([0, 1, 2, 3, 4, 5]), np.array([0.04, 0.2, 0.19, 0.19, 0.19, 0.19])
-_MAX_ELEMENTS = 128  # keeps a printed failing example readable
-
-
-def random_shape(rng: np.random.Generator, max_dims: int = 4) -> tuple:
-    """A shape of rank 0..max_dims, sides 0..5 (0 rarely, 1 often), at most 128 elements."""
-    while True:
-        shape = tuple(int(d) for d in rng.choice(_SIDES, p=_SIDE_WEIGHTS, size=rng.integers(0, max_dims + 1)))
-        if np.prod(shape) <= _MAX_ELEMENTS:
-            return shape
 
 
 def broadcast_shapes(rng: np.random.Generator, n: int, max_dims: int) -> list[tuple]:

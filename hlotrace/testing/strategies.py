@@ -8,6 +8,7 @@ also build its own composite strategy from these (see ``hlotrace/ops/reduction.p
 
 from hypothesis import strategies as st
 
+import hlotrace.testing.layout_samples as layout_samples
 from hlotrace.testing.sampling import (
     ALL,
     FLOATS,
@@ -18,6 +19,7 @@ from hlotrace.testing.sampling import (
     axis_choice,
     dtypes,
     elementwise,
+    fit_int_scalars,
     generator,
     long_arrays,
     other_dtypes,
@@ -60,8 +62,10 @@ __all__ = [
     "dtypes",
     "elementwise",
     "expand_dims_sample",
+    "fit_int_scalars",
     "generator",
     "getitem_sample",
+    "layout_samples",
     "long_arrays",
     "other_dtypes",
     "pinned_dtype",

@@ -40,7 +40,7 @@ def add_parser(sub, formatter) -> None:
 
 
 def cache_report() -> dict:
-    from hlotrace.runtime import cache
+    import hlotrace.runtime.cache as cache
 
     root = cache.directory()
     if root is None:
@@ -71,7 +71,7 @@ def _size(n: int) -> str:
 
 
 def run(args) -> int:
-    from hlotrace.runtime import cache
+    import hlotrace.runtime.cache as cache
 
     if args.action == "clear":
         root = cache.directory()

@@ -164,7 +164,7 @@ def run_handler(args) -> int:
 def check_environment() -> None:
     """HLOTRACE_* settings with a closed set of values, checked by the functions that read
     them, before any command runs (some are read only on some paths: a typo would go unseen)."""
-    from hlotrace.runtime import tiered
+    import hlotrace.runtime.tiered as tiered
 
     tiered.enabled()
 

@@ -347,9 +347,9 @@ def make_mesh(text: str | None, platform=None):
         return None
     import math
 
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
     from hlotrace import runtime
     from hlotrace.distributed.mesh import Mesh, devices
-    from hlotrace.runtime import jaxlib_compat
 
     shape, names = parse_mesh(text)
     size = math.prod(shape)

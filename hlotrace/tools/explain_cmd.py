@@ -71,11 +71,11 @@ def explain(trace, pipeline: str, platform=None, executable=None) -> dict:
     """The report as a dict: totals, memory, instructions, lines (hottest first), the
     collectives and the devices. ``executable``: the one compiled from ``trace`` under
     ``pipeline`` (an SPMD one for a mesh); else it is compiled here, on one device."""
+    import hlotrace.runtime.hlo_parse as hlo_parse
     from hlotrace import passes, runtime
     from hlotrace.distributed.inspect import collectives
     from hlotrace.lowering import lower_trace
     from hlotrace.passes.locations import location_from_name
-    from hlotrace.tools import hlo_parse
 
     exe = executable
     if exe is None:

@@ -51,9 +51,9 @@ def _version_tuple(text: str, what: str):
 
 
 def run(args) -> int:
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
     from hlotrace import passes
     from hlotrace.lowering import lower_trace
-    from hlotrace.runtime import jaxlib_compat
     from hlotrace.tools.checks import check_writable
     from hlotrace.tools.common import CliError, load_trace
 

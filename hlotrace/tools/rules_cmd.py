@@ -51,7 +51,7 @@ def run(args) -> int:
     from hlotrace.tools.common import _write_stdout
 
     if args.matrix:
-        from hlotrace.tools import rules_matrix
+        import hlotrace.tools.rules_matrix as rules_matrix
 
         report = rules_matrix.matrix()
         _write_stdout(json.dumps(report, indent=1) if args.json else rules_matrix.text(report))

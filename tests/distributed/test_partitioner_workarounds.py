@@ -12,9 +12,9 @@ import pytest
 
 import hlotrace as ht
 import hlotrace.distributed as dist
+from hlotrace.dispatch import apply
 from hlotrace.errors import BackendError
 from hlotrace.ops import OPS
-from hlotrace.ops.registry import apply
 
 
 def _compare(op_name, arrays, specs, attrs, mesh):
@@ -60,7 +60,7 @@ def test_max_pool_backward_split_along_one_dimension_over_two_axes_does_not_abor
         os.environ["HLOTRACE_CPU_DEVICES"] = "4"
         import numpy as np, hlotrace as ht, hlotrace.distributed as dist
         from hlotrace.ops import OPS
-        from hlotrace.ops.registry import apply
+        from hlotrace.dispatch import apply
         op = OPS["max_pool2d_backward"]
         attrs = {"kernel_size": (1, 1), "stride": 1, "padding": (0, 0)}
         a = [np.random.default_rng(0).standard_normal((2, 3, 3, 4)), np.full((2, 3, 3, 4), 0.0625)]

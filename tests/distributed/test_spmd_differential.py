@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 import hlotrace as ht
 import hlotrace.distributed as dist
+from hlotrace.dispatch import apply
 from hlotrace.errors import BackendError
 from hlotrace.ops import OPS
-from hlotrace.ops.registry import apply
 from hlotrace.testing import strategies
 from hlotrace.testing.check import example_seed
 from hlotrace.testing.differential import assert_bitwise_equal

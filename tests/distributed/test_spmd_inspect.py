@@ -157,6 +157,12 @@ def test_the_spmd_example_trains_both_ways_and_reports_collectives(capsys):
     results = example.main(["--epochs", "1"])
     out = capsys.readouterr().out
     assert results["data-parallel"]["accuracy"] > 0.6 and results["fsdp"]["accuracy"] > 0.6
-    assert [c.kind for c in results["data-parallel"]["collectives"]] == ["all-reduce"]
+    # Data-parallel: all-reduces only -- the gradients in one, and the cross-entropy's sum of
+    # (loss, rows not ignored) pairs in one of 8 bytes (its divisor counts the rows whose label
+    # is not ignore_index, which the backward needs first, so XLA cannot merge the two).
+    parallel = results["data-parallel"]["collectives"]
+    assert {c.kind for c in parallel} == {"all-reduce"}
+    assert sum(any(op.endswith(":bwd") for op in c.ops) for c in parallel) == 1
+    assert [c.bytes for c in parallel if not any(op.endswith(":bwd") for op in c.ops)] == [8]
     assert "all-gather" in {c.kind for c in results["fsdp"]["collectives"]}
     assert "(0.126 of the total)" in out and "train_mlp.py:" in out  # the step is train_mlp.py's

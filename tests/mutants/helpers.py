@@ -160,8 +160,8 @@ MUTANTS = [
     Mutant(
         id="captured-data-plain-constant",
         file=BUILDER,
-        find="env[var_id] = hlo.data_constant(value)",
-        replace="env[var_id] = hlo.constant(value, value.dtype, value.shape)",
+        find="env[var_id] = hlo.data_constant(constants[var_id])",
+        replace="env[var_id] = hlo.constant(constants[var_id], constants[var_id].dtype, constants[var_id].shape)",
         why="captured data is a plain constant: XLA rewrites a captured [-0.0, 1.0] (or what it folds "
         "into one) as an iota, +0.0 where NumPy keeps -0.0 (seed 219497072)",
         ops=("take_along_axis",),

@@ -11,7 +11,7 @@ AUTODIFF = "hlotrace/autodiff.py"
 COMPILED = "hlotrace/compiled.py"
 RANDOM = "hlotrace/random.py"
 CAPTURES = "hlotrace/captures.py"
-JIT = "hlotrace/jit.py"
+JIT = "hlotrace/traced.py"
 TENSOR = "hlotrace/tensor.py"
 
 MUTANTS = [

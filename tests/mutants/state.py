@@ -10,7 +10,7 @@ from hlotrace.testing.mutation import Mutant
 
 STATE = "hlotrace/state.py"
 COMPILED = "hlotrace/compiled.py"
-JIT = "hlotrace/jit.py"
+JIT = "hlotrace/traced.py"
 OPTIMIZER = "hlotrace/optim/optimizer.py"
 TENSOR = "hlotrace/tensor.py"
 MODULE = "hlotrace/nn/module.py"
@@ -69,8 +69,8 @@ MUTANTS = [
     Mutant(
         id="state-inside-recording-untracked",
         file=OPTIMIZER,
-        find="                        state[name] = _recorded_full(shape, 0.0, dtype)\n",
-        replace="                        state[name] = _new_tensor(np.zeros(shape, dtype))\n",
+        find="                        state[name] = _recorded_full(shape, self._initial_state(group, name), dtype)\n",
+        replace="                        state[name] = _new_tensor(np.full(shape, self._initial_state(group, name), dtype))\n",
         why="an optimizer built inside the step makes its state outside the recording",
     ),
     Mutant(

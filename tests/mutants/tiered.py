@@ -13,7 +13,7 @@ from hlotrace.testing.mutation import Mutant
 
 TIERED = "hlotrace/runtime/tiered.py"
 COMPILED = "hlotrace/compiled.py"
-JIT = "hlotrace/jit.py"
+JIT = "hlotrace/traced.py"
 COMPAT = "hlotrace/runtime/jaxlib_compat.py"
 
 MUTANTS = [

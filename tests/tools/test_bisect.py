@@ -11,8 +11,9 @@ import pytest
 import hlotrace as ht
 from hlotrace import F
 from hlotrace.debug import bisect, bisect_trace
+from hlotrace.dispatch import apply
 from hlotrace.lowering.registry import RULES, rule
-from hlotrace.ops.registry import OPS, Aval, OpDef, apply, get_op, register_op
+from hlotrace.ops.registry import OPS, Aval, OpDef, get_op, register_op
 from hlotrace.runtime.jaxlib_compat import stablehlo
 from hlotrace.tools.cli import main
 
@@ -112,7 +113,7 @@ def program_file(tmp_path):
     path = tmp_path / "prog.py"
     path.write_text(
         "from hlotrace import functional as F\n"
-        "from hlotrace.ops.registry import apply, get_op\n"
+        "from hlotrace.ops import apply, get_op\n"
         "def f(x, w):\n"
         "    h = F.tanh(F.matmul(x, w)) * 0.5 + 0.75\n"
         f"    h = apply(get_op({OP!r}), h)\n"

@@ -8,7 +8,7 @@ once. The limits at -inf that the products would turn into NaN (``-inf * 0``) ar
 
 from __future__ import annotations
 
-from hlotrace.lowering import hlo
+import hlotrace.lowering.hlo as hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.activation import GELU_CUBIC, SQRT_2_OVER_PI, SQRT_HALF, compute_dtype
 from hlotrace.ops.registry import Aval

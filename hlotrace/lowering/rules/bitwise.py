@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import stablehlo

@@ -1,6 +1,6 @@
 """Lowering rules for hlotrace/ops/control_flow.py.
 
-A region's records are lowered into an MLIR block by the builder's own per-record lowering
+A region's records are lowered into an MLIR block by the builder's ``lower_region``
 (the same rules, the same result-type checks); their locations nest under the control-flow
 record's: ``rec12:scan/body/rec3:add``. Constants a region reads are emitted inside it.
 
@@ -18,46 +18,14 @@ record's: ``rec12:scan/body/rec3:add``. Constants a region reads are emitted ins
 
 from __future__ import annotations
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
-from hlotrace.lowering.builder import _lower_record
+from hlotrace.lowering.builder import lower_region
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 
 _INDEX = Aval((), dt.int32)
-
-
-class _RegionView:
-    """What the builder's record lowering reads of a trace, for one region's records: the
-    var table's avals, and every record's location nested under ``prefix``."""
-
-    def __init__(self, region, prefix: str):
-        self.vars = region.table.vars
-        self.backward: set = set()
-        self.scopes: dict = {}
-        self.paths = {i: prefix for i in range(len(region.records))}
-
-    def aval(self, var_id: int) -> Aval:
-        return self.vars[var_id].aval
-
-
-def lower_region(region, name: str, args) -> list[ir.Value]:
-    """Lower ``region``'s records at the current insertion point with ``args`` bound to its
-    params; returns its results."""
-    outer = ir.Location.current
-    prefix = f"{outer.name_str}/{name}" if hasattr(outer, "name_str") else name
-    env = dict(zip(region.params, args, strict=True))
-    constants = region.table.constants
-    for var_id in {v for rec in region.records for v in rec.inputs} | set(region.results):
-        if var_id not in env and var_id in constants:
-            value = constants[var_id]
-            with ir.Location.name(f"{prefix}/const%{var_id}"):
-                env[var_id] = hlo.data_constant(value)  # as the builder's (-0.0 kept)
-    view = _RegionView(region, prefix)
-    for index, record in enumerate(region.records):
-        _lower_record(view, index, record, env)
-    return [env[v] for v in region.results]
 
 
 def _scalar(value: int, dtype=dt.int32) -> ir.Value:

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.conv import compute_dtype
 from hlotrace.ops.registry import Aval

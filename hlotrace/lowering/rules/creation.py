@@ -9,8 +9,8 @@ differently from NumPy's product-then-sum.
 
 from __future__ import annotations
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.creation import compute_dtype, linspace_float64, linspace_step_parts
 from hlotrace.ops.registry import Aval

@@ -3,16 +3,14 @@ the module being lowered for many devices; the identity in a one-device module."
 
 from __future__ import annotations
 
+import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 from hlotrace.errors import LoweringError
-from hlotrace.lowering.registry import rule
+from hlotrace.lowering.registry import MESH_SYMBOL, SPMD_PLAN, rule
 
 
 @rule("sharding_constraint")
 def _sharding_constraint(ctx, x, *, spec):
-    from hlotrace.distributed.compile import CURRENT, MESH_SYMBOL
-    from hlotrace.runtime import jaxlib_spmd
-
-    plan = CURRENT.get()
+    plan = SPMD_PLAN.get()
     if plan is None:
         return x
     shape = ctx.in_avals[0].shape

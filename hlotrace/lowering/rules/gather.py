@@ -11,11 +11,11 @@ value (and a mask) into place the way getitem_transpose does.
 
 from __future__ import annotations
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.gather import compute_dtype, take_shape
-from hlotrace.ops.indexing import _getitem_infer, slice_length
+from hlotrace.ops.indexing import getitem_infer, slice_length
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 
@@ -195,7 +195,7 @@ def _setitem(ctx, x, value, *, index):
         low.append(first)
         interior.append(step - 1)
         high.append(dim - (first + (count - 1) * step + 1))
-    selected = _getitem_infer(xa, index=index).shape
+    selected = getitem_infer(xa, index=index).shape
     value = hlo.broadcast_to(hlo.convert(value, va, out.dtype), Aval(va.shape, out.dtype), selected)
     if tuple(counts) != selected:
         value = hlo.reshape(value, counts, out.dtype)

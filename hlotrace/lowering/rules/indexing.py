@@ -6,7 +6,7 @@ the rule only maps it onto reverse → slice → reshape, skipping the steps tha
 
 from __future__ import annotations
 
-from hlotrace.lowering import hlo
+import hlotrace.lowering.hlo as hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.indexing import slice_length
 from hlotrace.runtime.jaxlib_compat import stablehlo

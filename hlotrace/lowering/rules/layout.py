@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.layout import index_runs, pad_indices, repeat_groups, tile_operand_shape
 from hlotrace.runtime.jaxlib_compat import stablehlo

@@ -8,8 +8,8 @@ and the rounding ops pass integers through; the predicates of integers are const
 
 from __future__ import annotations
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.math import SINH_COSH_SPLIT, compute_dtype
 from hlotrace.ops.registry import Aval
@@ -123,4 +123,4 @@ rule("isinf")(
 )
 rule("isfinite")(_predicate(lambda x, aval: stablehlo.IsFiniteOp(x).result, True))
 
-from hlotrace.lowering.rules import math_binary  # noqa: E402, F401  (registers atan2, mod, floor_divide)
+import hlotrace.lowering.rules.math_binary  # noqa: E402, F401  (registers atan2, mod, floor_divide)

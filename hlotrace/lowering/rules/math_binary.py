@@ -8,8 +8,8 @@ afterwards): XLA defines x / 0 = -1 and x % 0 = x, and x86 traps on INT_MIN / -1
 
 from __future__ import annotations
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.math import compute_dtype
 from hlotrace.ops.registry import Aval

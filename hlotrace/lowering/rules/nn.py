@@ -7,8 +7,8 @@ log_softmax compute in float32 for float16/bfloat16 and round once, like the ref
 
 from __future__ import annotations
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.lowering.rules.reduction import reduce
 from hlotrace.ops.nn import compute_dtype

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from hlotrace.lowering import hlo
+import hlotrace.lowering.hlo as hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.lowering.rules.reduction import reduce
 from hlotrace.ops.normalization import compute_dtype

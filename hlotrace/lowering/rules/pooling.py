@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.pooling import adaptive_counts, avg_divisors, compute_dtype, lowest
 from hlotrace.ops.registry import Aval
@@ -253,4 +253,4 @@ def _adaptive_max_pool2d(ctx, x, *, output_size):
     return nan_max(x, aval, lambda ops, avals, inits, f: adaptive_reduce(ops, avals, inits, output_size, f))
 
 
-from hlotrace.lowering.rules import pooling_grad  # noqa: E402, F401  (registers the backward rules)
+import hlotrace.lowering.rules.pooling_grad  # noqa: E402, F401  (registers the backward rules)

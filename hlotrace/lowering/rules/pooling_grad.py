@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.lowering.rules.pooling import (
     INDEX,

@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.registry import Aval
 from hlotrace.ops.threefry import (

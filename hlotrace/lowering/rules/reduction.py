@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.reduction import accumulation_dtype, reduced_shape
 from hlotrace.ops.registry import Aval
@@ -95,4 +95,4 @@ for _name in _COMBINERS:
     rule(_name)(_reduction(_name))
 
 
-from hlotrace.lowering.rules import statistics  # noqa: E402, F401  (rules of ops/statistics.py)
+import hlotrace.lowering.rules.statistics  # noqa: E402, F401  (rules of ops/statistics.py)

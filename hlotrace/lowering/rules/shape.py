@@ -6,7 +6,7 @@ each rule is one StableHLO op or less.
 
 from __future__ import annotations
 
-from hlotrace.lowering import hlo
+import hlotrace.lowering.hlo as hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.runtime.jaxlib_compat import stablehlo
 

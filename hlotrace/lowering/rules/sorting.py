@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.sorting import INDEX_DTYPE
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo

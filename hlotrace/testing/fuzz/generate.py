@@ -28,12 +28,13 @@ import zlib
 
 import numpy as np
 
+import hlotrace.testing.strategies as strategies
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import HlotraceError
-from hlotrace.ops.registry import OPS, OpDef, apply
+from hlotrace.ops.registry import OPS, OpDef
 from hlotrace.source import SourceLocation
 from hlotrace.tensor import Tensor
-from hlotrace.testing import strategies
 from hlotrace.testing.fuzz.draw import Rejected, draw
 from hlotrace.testing.fuzz.evaluate import is_float
 from hlotrace.testing.fuzz.inferred import TRIES, inferred_sample, required_attributes

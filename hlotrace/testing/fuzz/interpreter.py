@@ -94,10 +94,10 @@ def _read_message(stream, timeout: float):
 
 def interpret(module_text: str, inputs) -> list[np.ndarray]:
     """Run ``module_text``'s @main in the reference interpreter (in this process)."""
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
     from hlotrace import dtypes as dt
     from hlotrace.lowering.builder import main_function
     from hlotrace.lowering.hlo import element_type, tensor_type
-    from hlotrace.runtime import jaxlib_compat
     from hlotrace.runtime.jaxlib_compat import dense_elements, ir, stablehlo
 
     with jaxlib_compat.shared_context(), ir.Location.unknown():

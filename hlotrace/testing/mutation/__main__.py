@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from hlotrace.testing.mutation import report
+import hlotrace.testing.mutation.report as report
 from hlotrace.testing.mutation.catalog import CatalogError, SourceTree, load_catalog, validate
 from hlotrace.testing.mutation.runner import COLUMNS, Scratch, Verdict, hint_ids, run_columns, run_mutant
 

@@ -1,0 +1,112 @@
+"""``apply``: the one entry through which every op application runs.
+
+An op applied to Tensors (or Python scalars / array-likes) is checked and inferred here, then
+computed by the eager engine -- the op's NumPy reference -- or, while a recording runs on
+shapes only, not computed at all; the active recorder (hlotrace.recording) and every active
+autodiff tape see the application.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hlotrace import dtypes as dt
+from hlotrace.avals import Aval, describe_avals
+from hlotrace.errors import OpError, ShapeDtypeError
+from hlotrace.recording import RECORDER, TAPES
+from hlotrace.source import user_location
+from hlotrace.tensor import Tensor
+
+if TYPE_CHECKING:
+    from hlotrace.ops.registry import OpDef
+
+__all__ = ["apply", "describe_avals"]
+
+
+def _op_error(op: OpDef, message: str, avals) -> OpError:
+    loc = user_location(2)
+    where = f" at {loc}" if loc else ""
+    return OpError(f"{op.name}: {message} (inputs: {describe_avals(avals)}){where}")
+
+
+def apply(op: OpDef, *inputs, **attrs):
+    """Apply ``op`` to tensors (or Python scalars / array-likes) and return Tensor(s).
+
+    Runs the NumPy reference; inside a recording context also appends an OpRecord.
+
+    >>> apply(OPS["add"], tensor([1.0]), 2.0).numpy()
+    array([3.], dtype=float32)
+    """
+    # Convert operands. Python scalars are weak: their dtype comes from the other inputs.
+    tensors: list = list(inputs)
+    converted = []  # positions of operands that were not Tensors: constants in a trace
+    weak_positions = []
+    for i, x in enumerate(inputs):
+        if isinstance(x, Tensor):
+            continue
+        kind = dt.python_scalar_kind(x)
+        if kind is not None:
+            weak_positions.append((i, kind))
+            converted.append(i)
+        else:
+            converted.append(i)
+            try:
+                tensors[i] = Tensor._from_array(np.asarray(x, dtype=dt.dtype_of_value(x)))
+            except ShapeDtypeError as exc:
+                raise _op_error(op, f"input {i}: {exc}", ()) from None
+    if weak_positions:
+        positions = op.promote_inputs if op.promote_inputs is not None else range(len(inputs))
+        strong = [tensors[p].dtype for p in positions if p < len(tensors) and isinstance(tensors[p], Tensor)]
+        for i, kind in weak_positions:
+            dtype = dt.promote(*strong, dt.Weak(kind))
+            with np.errstate(over="ignore"):  # 1e10 as a float16 operand is inf, as in NumPy
+                tensors[i] = Tensor._from_array(np.asarray(inputs[i], dtype=dtype))
+
+    avals = tuple(Aval(t.shape, t.dtype) for t in tensors)
+    try:
+        if op.canonicalize is not None:
+            attrs = op.canonicalize(avals, attrs)
+        out_aval = op.infer(*avals, **attrs)
+    except ShapeDtypeError as exc:
+        raise _op_error(op, str(exc), avals) from None
+    except TypeError as exc:  # unexpected/missing keyword attributes
+        raise _op_error(op, f"bad attributes {sorted(attrs)}: {exc}", avals) from None
+
+    recorder = RECORDER.get()
+    if recorder is not None and recorder.abstract:
+        # first_call='compiled': inference only; the compiled program computes the value.
+        out = Tensor._abstract(out_aval.shape, out_aval.dtype)
+    else:
+        arrays = [t.numpy() for t in tensors]
+        try:
+            with np.errstate(all="ignore"):
+                result = op.reference(*arrays, **attrs)
+        except (ValueError, ArithmeticError, IndexError) as exc:  # data-dependent refusals
+            raise _op_error(op, str(exc), avals) from None
+        out = _as_output(op, result, out_aval)
+
+    location = user_location(2)
+    if recorder is not None:
+        for i in converted:
+            recorder.add_constant(tensors[i])
+        recorder.record(op, attrs, tensors, out, location)
+    else:
+        # Remembered so that a recording that closes over this tensor can say where it came from.
+        out._origin = location
+    for tape in TAPES:
+        tape.record(op, attrs, tensors, out, location)
+    return out
+
+
+def _as_output(op: OpDef, result, aval: Aval):
+    array = np.asarray(result)
+    if array.dtype != aval.dtype:
+        with np.errstate(over="ignore", invalid="ignore"):  # float16 overflow gives inf, as NumPy's own ops do
+            array = array.astype(aval.dtype)
+    if array.shape != aval.shape:
+        raise AssertionError(
+            f"internal error in op {op.name!r}: reference produced shape {array.shape}, inference said {aval.shape}"
+        )
+    return Tensor._from_array(array, checked=True)

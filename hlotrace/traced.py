@@ -1,0 +1,505 @@
+"""``xla_trace`` and ``TracedFunction``: record on the first call, run the compiled PJRT
+executable afterwards (the public names are in :mod:`hlotrace.jit`).
+
+>>> @xla_trace
+... def step(x, w):
+...     return F.tanh(x @ w)
+>>> step(x, w)   # eager run, recorded, lowered, compiled
+>>> step(x, w)   # compiled executable; outputs stay on the device
+>>> step.cache_size, print(step.stablehlo_text)
+
+Arguments may be nested tuples/lists/dicts of Tensors (NumPy arrays are accepted and
+wrapped) plus hashable Python values; the signature (structure, shapes, dtypes, static
+values) selects the compiled executable, and a new signature records and compiles again.
+State (modules, optimizers, random generators' keys; see hlotrace.state) is read and written
+back in place on every call (hlotrace.compiled).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+from operator import is_
+
+from hlotrace import recompiles, state
+from hlotrace import spmd_hooks as _spmd
+from hlotrace.arguments import (
+    ArrayArgument,
+    flatten,
+    is_single_result,
+    make_rebuild,
+    output_structure,
+    wrap_arrays,
+)
+from hlotrace.captures import CaptureGuard, check_mode
+from hlotrace.compiled import CompiledEntry, donation, produced_buffer, state_outputs, write_dump
+from hlotrace.errors import BackendError, TraceError
+from hlotrace.metrics import count
+from hlotrace.overrides import OVERRIDES as _OVERRIDES
+from hlotrace.overrides import override_token
+from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES_ENV
+from hlotrace.recording import RECORDER
+from hlotrace.source import user_location
+from hlotrace.tensor import Tensor
+from hlotrace.trace import Recorder, Trace
+
+DUMP_ENV = "HLOTRACE_DUMP_TO"
+FIRST_CALL_ENV = "HLOTRACE_FIRST_CALL"
+FIRST_CALLS = ("eager", "compiled")  # also read by hlotrace.lowering.builder on a verifier failure
+_environ = os.environ
+FAST_KEYS = 64  # aval-identity keys remembered per traced function (see _remember_fast)
+
+
+def _aval_of(buffer):
+    """Replaced by ``jaxlib_compat.buffer_aval`` when a first key is remembered (importing
+    it earlier would load jaxlib with hlotrace); until then no key exists to look up."""
+    raise AttributeError("no aval-keyed entry yet")
+
+
+_NONES = itertools.repeat(None)  # map(is_, buffers, _NONES): which buffers are None, at C speed
+
+
+# -- compiled entries ---------------------------------------------------------------------
+
+
+class TracedFunction:
+    """A function compiled per input signature; see :func:`xla_trace`."""
+
+    def __init__(
+        self,
+        fn,
+        *,
+        capture_as_const: bool = False,
+        platform: str | None = None,
+        passes: str | None = None,
+        explain_recompiles: bool | None = None,
+        first_call: str | None = None,
+        tiered_compile: bool | None = None,
+    ):
+        self.fn = fn
+        self.explain_recompiles = explain_recompiles
+        self.first_call = _check_first_call(first_call)
+        self.tiered_compile = tiered_compile
+        self._signatures: list[dict[str, str]] = []  # recompiles.describe() of each compiled signature
+        self.capture_as_const = check_mode(capture_as_const)
+        self._guard: CaptureGuard | None = None  # what the entries baked in (hlotrace.captures)
+        self.platform = platform
+        if passes is not None:
+            from hlotrace.passes.manager import parse_pipeline
+
+            parse_pipeline(passes)  # a bad pipeline fails at decoration, naming the known passes
+        self.passes = passes
+        self._cache: dict[tuple, CompiledEntry] = {}
+        # The hot paths, for stateless one-device entries called with positional Tensors
+        # only (no .grad): by (pipeline, shape, dtype, ...) of the arguments, and by
+        # (pipeline, id of each argument buffer's aval, ...) -> entry.run_buffers.
+        self._flat_cache: dict[tuple, CompiledEntry] = {}
+        self._fast: dict[tuple, object] = {}
+        self._fast_avals: dict[tuple, tuple] = {}  # keeps the avals whose ids key _fast alive
+        self._flat_entries: set[int] = set()  # ids of the entries in _flat_cache (they live as long)
+        self._last: CompiledEntry | None = None
+        self._holders: dict = {}  # holder ids -> state.HolderState (the per-call state cache)
+        self._placement_memo: list = [None]  # the last call's placements (distributed.compile.prepare)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        if RECORDER.get() is not None:
+            # Called while another function is being recorded: inline it, so its ops
+            # join the outer trace (as a nested jax.jit does).
+            return self.fn(*args, **kwargs)
+        if self._guard is not None and self._guard.stale():  # capture_as_const="refresh"
+            self._forget_entries()
+        # The pass pipeline is part of every cache key ($HLOTRACE_PASSES may change): the
+        # hot path keys on the variable's raw value, the others on the pipeline it names.
+        passes = self.passes
+        raw = passes if passes is not None else _read_passes()
+        if not kwargs:
+            # Hot path: positional Tensors without a .grad, each buffer's aval (an immutable
+            # shape and dtype, shared by the buffers one executable makes) keying the entry by
+            # identity; the avals are kept alive beside the key (_remember_fast). One and two
+            # arguments are unrolled: every bytecode counts here (a one-op call costs ~1.2x
+            # jax.jit's C++ dispatch, of which this is the Python part).
+            buffers = run = None
+            count_args = len(args)
+            try:
+                if count_args == 2:
+                    a, b = args
+                    if type(a) is Tensor and type(b) is Tensor and a._grad is None and b._grad is None:
+                        buffers = [a._device, b._device]
+                        run = self._fast.get((raw, id(_aval_of(buffers[0])), id(_aval_of(buffers[1]))))
+                elif count_args == 1:
+                    a = args[0]
+                    if type(a) is Tensor and a._grad is None:
+                        buffers = [a._device]
+                        run = self._fast.get((raw, id(_aval_of(buffers[0]))))
+                else:
+                    buffers = []
+                    for arg in args:
+                        if type(arg) is not Tensor or arg._grad is not None:
+                            buffers = None
+                            break
+                        buffers.append(arg._device)
+                    else:
+                        run = self._fast.get((raw, *map(id, map(_aval_of, buffers))))
+            except AttributeError:  # a host value (no buffer yet) among them
+                pass
+            if buffers is not None and not _OVERRIDES and not (_spmd.active and _spmd.placed(args)):
+                if run is not None:
+                    return run(buffers)
+                # Key by (shape, dtype); the entry copies host values to the device once.
+                pipeline = _pipeline_named(raw) if passes is None else passes
+                key = [pipeline]
+                for arg in args:
+                    value = arg._host if arg._host is not None else arg._device
+                    key.append(value.shape)
+                    key.append(value.dtype)
+                entry = self._flat_cache.get(tuple(key))
+                if entry is not None:
+                    result = entry(args)
+                    self._remember_fast(raw, args, entry)
+                    return result
+        pipeline = _pipeline_named(raw) if passes is None else passes
+        leaves: list = []
+        key = [pipeline]
+        holders: list = []
+        try:
+            flatten(args, leaves, key, holders)
+            if kwargs:
+                flatten(kwargs, leaves, key, holders)
+        except ArrayArgument:
+            return self(*wrap_arrays(args), **wrap_arrays(kwargs))
+        # One Tensor object is one input however often the step reaches it (twice among the
+        # arguments, as an argument and as a module's parameter, tied weights): the aliasing
+        # pattern is part of the key, and so are the shapes/dtypes of every input's .grad.
+        # The holders' state is cached between calls (O(1) unless something structural
+        # changed, see hlotrace.versions).
+        held = None
+        if holders:
+            held = state.holder_state(self._holders, holders)
+            key.append(held.token)
+        inputs, slots = state.inputs_of(leaves, held)
+        key.append(slots)
+        for leaf in leaves:
+            if leaf._grad is not None:
+                key.append(tuple(None if t._grad is None else (t._grad.shape, t._grad.dtype) for t in leaves))
+                break
+        if _OVERRIDES:  # lowering.override(...) active: its rules are part of the program
+            key.append(override_token())
+        placements = None
+        if _spmd.active and (placements := _spmd.prepare(inputs, holders, self._placement_memo)) is not None:
+            key.append(placements)  # inputs on a mesh (hlotrace.distributed)
+        entry = self._cache.get(tuple(key))
+        if entry is not None:
+            result = entry(inputs)
+            if entry.run_buffers is not None and id(entry) in self._flat_entries and len(inputs) == len(args):
+                self._remember_fast(raw, args, entry)
+            return result
+        signature = recompiles.describe(pipeline, args, kwargs, held, slots)
+        if self._signatures and recompiles.enabled(self.explain_recompiles):
+            recompiles.explain(getattr(self.fn, "__name__", "traced"), user_location(2), signature, self._signatures)
+        snapshot = state.Snapshot(inputs)
+        num_state = len(held.tensors) if held is not None else 0
+        try:
+            result = self._record_and_compile(
+                tuple(key),
+                args,
+                kwargs,
+                inputs,
+                state.state_positions(len(leaves), num_state, slots),
+                snapshot,
+                pipeline,
+                placements,
+                holders,
+            )
+            self._signatures.append(signature)
+            return result
+        except BaseException:
+            # The first call runs eagerly and updates state as it goes: a failure (in the
+            # function, the lowering or the compiler, or Ctrl-C) puts every tensor back.
+            snapshot.restore()
+            raise
+
+    def _record_and_compile(self, key, args, kwargs, inputs, donatable, snapshot, pipeline, placements, holders):
+        import hlotrace.runtime.tiered as tiered
+        from hlotrace import lowering, passes, runtime
+
+        name = getattr(self.fn, "__name__", "traced")
+        count("recordings")
+        # Implicit state the function reads (a random generator's key) becomes a late input,
+        # saved in the snapshot so that a failure puts it back too.
+        abstract = (self.first_call or _check_first_call(_environ.get(FIRST_CALL_ENV) or "eager")) == "compiled"
+        # A mesh spanning processes: no process holds the global values, record from shapes.
+        abstract = abstract or (_spmd.active and _spmd.spans_processes(inputs))
+        recorder = Recorder(
+            name=name, capture_as_const=self.capture_as_const, on_late_input=snapshot.add, abstract=abstract
+        )
+        # Every input is recorded as itself: the function reaches a tensor through its
+        # arguments, its holders, a GradManager's watch list or a tied module, and in-place
+        # updates and gradients must land in that very object, as they do eagerly.
+        grad_inputs = tuple(i for i, t in enumerate(inputs) if t.grad is not None)
+        grads = [inputs[i].grad for i in grad_inputs]
+        _refuse_aliased_grads(inputs, grads)
+        with recorder:
+            trace_inputs = recorder.trace.inputs
+            for tensor in (*inputs, *grads):
+                trace_inputs.append(recorder.add_input(tensor))
+            result = self.fn(*args, **kwargs)
+            outputs: list = []
+            template = output_structure(result, outputs)
+            num_results = len(outputs)
+            io = state_outputs(recorder, inputs, donatable, grad_inputs, snapshot, outputs)
+            recorder.set_outputs(outputs)
+        trace = recorder.trace
+        late = tuple(recorder.late_inputs)
+        # Many devices, else None: laid out as the inputs were when the call began (the
+        # eager recording may have changed them since: a .grad cleared by the optimizer).
+        spmd = placements is not None and _spmd.plan(trace, placements, io, num_results)
+        lowered = lowering.lower_trace(
+            trace,
+            name=name,
+            donate=donation(trace, len(inputs), io, pair_by_aval=not spmd),
+            spmd=spmd or None,
+            platform=runtime.platform_name(self.platform),  # its platform-scoped rules win
+        )
+        optimized = lowered
+        if pipeline:
+            dump = os.environ.get(DUMP_ENV)
+            stages = os.path.join(dump, f"{name}.{len(self._cache) + 1}.passes") if dump else None
+            optimized = passes.run(lowered, pipeline, dump_to=stages)
+        text = optimized.text()
+        if spmd:  # every process of a multi-process mesh must compile this same module
+            _spmd.agree_on_module(name, trace, text, spmd.devices)
+        upgrade = None  # a tiered first call's optimized executable, compiling meanwhile
+        try:
+            if abstract and not spmd:
+                executable, upgrade = tiered.compile_first(
+                    text, optimized.in_avals, optimized.out_avals, platform=self.platform, setting=self.tiered_compile
+                )
+            else:
+                executable = runtime.compile(
+                    text, optimized.in_avals, optimized.out_avals, platform=self.platform, spmd=spmd or None
+                )
+        except BackendError as exc:
+            raise BackendError(
+                f"{exc} (compiling {name}, {len(trace.records)} recorded ops, first called at "
+                f"{user_location(3)}; HLOTRACE_DUMP_TO=DIR keeps the lowered module, `hlotrace stages` shows "
+                f"every stage). Every parameter, optimizer state and .grad is as it was before the call."
+            ) from exc
+        stateless = not io.writes and not io.grad_writes and not grad_inputs and not late
+        entry = CompiledEntry(
+            trace,
+            lowered,
+            executable,
+            make_rebuild(template),
+            num_results,
+            None if stateless else io,
+            late,
+            optimized,
+            single=is_single_result(template),
+        )
+        self._cache[key] = entry
+        if recorder.captured_tensors or recorder.called_modules:
+            guard = self._guard or CaptureGuard(name, self.capture_as_const)
+            guard.add(recorder, holders)
+            self._guard = guard or None
+        if (
+            not kwargs
+            and entry.io is None
+            and not spmd
+            and not _OVERRIDES
+            and len(inputs) == len(args)
+            and all(type(a) is Tensor for a in args)
+        ):
+            self._flat_cache[(pipeline, *(k for t in inputs for k in (t.shape, t.dtype)))] = entry
+            self._flat_entries.add(id(entry))
+        self._last = entry
+        if dump_to := os.environ.get(DUMP_ENV):
+            write_dump(
+                dump_to, f"{name}.{len(self._cache)}", entry, lowered.text(), text if pipeline else None, upgrade
+            )
+        if abstract:
+            # The recording ran on shapes only and left placeholders in the state it updated:
+            # put every tensor back, then run the program like any later call (on the quickly
+            # compiled executable when tiered: the next call waits for the optimized one).
+            snapshot.restore()
+            result = None
+            try:
+                result = entry(inputs)
+            finally:
+                if upgrade is not None:
+                    entry.upgrade = upgrade
+                    upgrade.start(produced_buffer(result, inputs, entry.io))
+        return result
+
+    def _remember_fast(self, raw_passes, args, entry: CompiledEntry) -> None:
+        """Key ``entry`` by the identity of its argument buffers' avals (the hottest path),
+        after a call of it with ``args`` succeeded. The avals are kept alive beside the key,
+        so no other object can take their ids while the key exists."""
+        global _aval_of
+        from hlotrace.runtime.jaxlib_compat import buffer_aval as _aval_of
+
+        buffers = [a._device for a in args]
+        if any(map(is_, buffers, _NONES)):
+            return
+        avals = tuple(map(_aval_of, buffers))
+        key = (raw_passes, *map(id, avals))
+        if len(self._fast) >= FAST_KEYS:  # e.g. arrays of fresh avals on every call: start over
+            self._fast.clear()
+            self._fast_avals.clear()
+        self._fast[key] = entry.run_buffers
+        self._fast_avals[key] = avals
+
+    def _forget_entries(self) -> None:
+        """Drop every compiled entry: the next call records again."""
+        self._cache.clear()
+        self._flat_cache.clear()
+        self._fast.clear()
+        self._fast_avals.clear()
+        self._flat_entries.clear()
+        self._guard = None
+
+    # -- inspection ----------------------------------------------------------------------
+    @property
+    def cache_size(self) -> int:
+        """How many input signatures have been compiled."""
+        return len(self._cache)
+
+    def _latest(self) -> CompiledEntry:
+        if self._last is None:
+            raise TraceError(f"{getattr(self.fn, '__name__', 'function')} has not been called yet: nothing is recorded")
+        return self._last
+
+    @property
+    def trace(self) -> Trace:
+        """The Trace recorded by the most recent compilation."""
+        return self._latest().trace
+
+    @property
+    def lowered(self):
+        """The LoweredModule of the most recent compilation, as lowered (before the passes)."""
+        return self._latest().lowered
+
+    @property
+    def optimized(self):
+        """The LoweredModule that was compiled: ``lowered`` after the pass pipeline (its
+        ``pass_timings`` say what each pass took)."""
+        return self._latest().optimized
+
+    @property
+    def stablehlo_text(self) -> str:
+        """StableHLO (MLIR text with locations) of the most recent compilation, before the passes."""
+        return self._latest().lowered.text()
+
+    @property
+    def optimized_text(self) -> str:
+        """StableHLO text of what was compiled (after the pass pipeline)."""
+        return self._latest().optimized.text()
+
+    def memory_stats(self) -> dict[str, int]:
+        """XLA's memory plan of the most recent executable, in bytes: ``temp`` (scratch),
+        ``argument``, ``output``, ``alias`` (outputs written into donated inputs) and
+        ``generated_code``."""
+        return self.executable.memory_stats()
+
+    @property
+    def executable(self):
+        """The most recent entry's executable (the optimized one: after a tiered first call,
+        waiting for its background compile)."""
+        entry = self._latest()
+        entry.settle()
+        return entry.executable
+
+    def entries(self) -> list[CompiledEntry]:
+        return list(self._cache.values())
+
+
+def _raw_environment_reader(name: str):
+    """A fast reader of one environment variable's raw value (bytes on POSIX, else str; None
+    when unset), read anew on every call: a C-level dict lookup, no Python frame
+    (``os.environ.get`` encodes the name each time, ~0.7 us)."""
+    data = getattr(_environ, "_data", None)
+    if isinstance(data, dict) and (not data or isinstance(next(iter(data)), bytes)):
+        return functools.partial(data.get, os.fsencode(name))
+    return functools.partial(_environ.get, name)
+
+
+def _pipeline_named(raw) -> str:
+    """The pipeline a raw $HLOTRACE_PASSES value names (the default when unset)."""
+    if raw is None:
+        return DEFAULT_PIPELINE
+    return os.fsdecode(raw) if isinstance(raw, bytes) else raw
+
+
+_read_passes = _raw_environment_reader(PASSES_ENV)
+
+
+def _check_first_call(value: str | None) -> str | None:
+    if value is not None and value not in FIRST_CALLS:
+        raise TraceError(f"first_call must be 'eager' or 'compiled' (or ${FIRST_CALL_ENV}), not {value!r}")
+    return value
+
+
+def _refuse_aliased_grads(inputs, grads) -> None:
+    """A ``.grad`` that is itself an input, or shared by two inputs, cannot be one input
+    read and written back the way the eager run does: refuse it, naming the tensors."""
+    seen = {id(t): f"an input of shape {t.shape}" for t in inputs}
+    for owner, grad in zip((t for t in inputs if t.grad is not None), grads, strict=True):
+        other = seen.get(id(grad))
+        if other is not None:
+            raise TraceError(
+                f"the .grad of an input of shape {owner.shape} and dtype {owner.dtype} is also {other} "
+                f"(the same Tensor object); a compiled step cannot read and write it as both. "
+                f"Give each tensor its own .grad (e.g. g.detach() * 1) at {user_location(4)}"
+            )
+        seen[id(grad)] = f"the .grad of an input of shape {owner.shape}"
+
+
+def xla_trace(
+    fn=None,
+    *,
+    capture_as_const: bool = False,
+    platform: str | None = None,
+    passes: str | None = None,
+    explain_recompiles: bool | None = None,
+    first_call: str | None = None,
+    tiered_compile: bool | None = None,
+):
+    """Decorator: record on the first call per input signature, then run compiled.
+
+    Use bare (``@xla_trace``) or with options (``@xla_trace(capture_as_const=True)``).
+
+    capture_as_const: tensors the function closes over are baked in as constants
+      (otherwise using one is an error that says where that tensor was created). A call
+      after a captured tensor changed (trained, reloaded) or a closed-over module switched
+      train()/eval() warns once (StaleCaptureWarning); ``"refresh"`` re-records instead.
+    platform: ``"cpu"`` or ``"cuda"``; default $HLOTRACE_PLATFORM, else CUDA if present.
+    passes: the pass pipeline run over the lowered module before compiling, e.g.
+      ``"simplify,fuse-reductions,cse,remat{policy=sqrt}"`` (``""`` runs none); default
+      $HLOTRACE_PASSES, else ``hlotrace.passes.DEFAULT_PIPELINE``. ``hlotrace passes``
+      lists the passes.
+    explain_recompiles: log why each compile after the first happened (the logger
+      ``"hlotrace"``); default $HLOTRACE_EXPLAIN_RECOMPILES.
+    first_call: ``"eager"`` (default; MegEngine's semantics: the first call runs the NumPy
+      references and records) or ``"compiled"``: the first call records from shapes and
+      dtypes only, then compiles and runs the executable, so its results are the compiled
+      ones (much faster for real models; a value needed while recording, ``.numpy()``, is a
+      TraceError). Default $HLOTRACE_FIRST_CALL, else ``"eager"``.
+    tiered_compile: ``True``: with ``first_call="compiled"`` on the CPU, the first call
+      runs an executable XLA compiled quickly (LLVM -O0: ~5x faster to compile, 2-3x slower
+      to run) while the optimized one compiles in a background thread; the second call
+      waits for it and every later call runs it. The first call's results may then differ
+      from the optimized executable's in the last bits. Default $HLOTRACE_TIERED_COMPILE,
+      else off; see :mod:`hlotrace.runtime.tiered`.
+    """
+    options = {
+        "capture_as_const": capture_as_const,
+        "platform": platform,
+        "passes": passes,
+        "explain_recompiles": explain_recompiles,
+        "first_call": first_call,
+        "tiered_compile": tiered_compile,
+    }
+    if fn is None:
+        return functools.partial(xla_trace, **options)
+    return TracedFunction(fn, **options)

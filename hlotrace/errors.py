@@ -37,3 +37,7 @@ class ShapeDtypeError(ValueError):
 
 class PassError(HlotraceError):
     """A pass pipeline is malformed, or a pass failed or broke the module it rewrote."""
+
+
+class ConfigError(HlotraceError, ValueError):
+    """An ``HLOTRACE_*`` environment variable holds a value it does not accept (hlotrace.config)."""

@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "hlotrace.namespace",
             "hlotrace.overrides",
             "hlotrace.spmd_hooks",
+            "hlotrace.config",
         ),
     ),
     ("recording", ("hlotrace.recording", "hlotrace.trace")),

@@ -1,13 +1,12 @@
-"""Mutants of hlotrace/lowering/rules/conv.py and of the VJPs in hlotrace/ops/conv.py and
-hlotrace/ops/conv_grad.py (see TESTING.md). The rule mutants are killed by the property
+"""Mutants of hlotrace/lowering/rules/conv.py and of the VJPs in hlotrace/ops/conv/forward.py
+and hlotrace/ops/conv/weight_grad.py (see TESTING.md). The rule mutants are killed by the property
 tests, the VJP mutants by the gradient tests (``--columns gradient``)."""
 
 from hlotrace.testing.mutation import Mutant
 
 FILE = "hlotrace/lowering/rules/conv.py"
-OPS = "hlotrace/ops/conv.py"
-GRAD_OPS = "hlotrace/ops/conv_grad.py"
-
+OPS = "hlotrace/ops/conv/forward.py"
+GRAD_OPS = "hlotrace/ops/conv/weight_grad.py"
 MUTANTS = [
     # -- conv1d / conv2d ------------------------------------------------------------------
     Mutant(

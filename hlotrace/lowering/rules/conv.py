@@ -1,4 +1,4 @@
-"""Lowering rules for hlotrace/ops/conv.py and hlotrace/ops/conv_grad.py.
+"""Lowering rules for hlotrace/ops/conv/ (conv1d, conv2d, conv_transpose2d, conv2d_weight_grad).
 
 Each op is one ``stablehlo.convolution`` on operands converted to the accumulating dtype
 (float32 for float16/bfloat16, rounded once at the end, as the references do), with
@@ -29,7 +29,7 @@ import numpy as np
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
 from hlotrace.lowering.registry import rule
-from hlotrace.ops.conv import compute_dtype
+from hlotrace.ops.conv.window import compute_dtype
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 

@@ -1,19 +1,19 @@
-"""Mutants of the pooling family: hlotrace/lowering/rules/pooling.py and pooling_grad.py
-(killed by the property tests) and the VJPs in hlotrace/ops/pooling.py and pooling_grad.py
-(killed by the gradient tests; run with ``--columns gradient``)."""
+"""Mutants of the pooling family: hlotrace/lowering/rules/pooling/ (killed by the property
+tests) and the VJPs in hlotrace/ops/pooling/forward.py and backward.py (killed by the
+gradient tests; run with ``--columns gradient``)."""
 
 from hlotrace.testing.mutation import Mutant
 
-RULES = "hlotrace/lowering/rules/pooling.py"
-GRAD_RULES = "hlotrace/lowering/rules/pooling_grad.py"
-OPS = "hlotrace/ops/pooling.py"
-GRAD_OPS = "hlotrace/ops/pooling_grad.py"
-
+WINDOW_RULES = "hlotrace/lowering/rules/pooling/windows.py"
+RULES = "hlotrace/lowering/rules/pooling/forward.py"
+GRAD_RULES = "hlotrace/lowering/rules/pooling/backward.py"
+OPS = "hlotrace/ops/pooling/forward.py"
+GRAD_OPS = "hlotrace/ops/pooling/backward.py"
 MUTANTS = [
     # -- forward rules ----------------------------------------------------------------------
     Mutant(
         id="max-pool-init-zero",
-        file=RULES,
+        file=WINDOW_RULES,
         find="    init = lowest(aval.dtype)\n    if aval.dtype not in dt.FLOATING:",
         replace="    init = 0\n    if aval.dtype not in dt.FLOATING:",
         why="the max starts (and pads) at 0 instead of -inf: windows of negative values give 0",
@@ -21,7 +21,7 @@ MUTANTS = [
     ),
     Mutant(
         id="max-pool-plain-max-for-floats",
-        file=RULES,
+        file=WINDOW_RULES,
         find="    if aval.dtype not in dt.FLOATING:\n        (value,), _ = reducer(",
         replace="    if True:\n        (value,), _ = reducer(",
         why="floats take a plain windowed max: XLA:CPU's vectorized path drops NaN in large windows",
@@ -29,7 +29,7 @@ MUTANTS = [
     ),
     Mutant(
         id="max-pool-nan-flag-dropped",
-        file=RULES,
+        file=WINDOW_RULES,
         find="    return hlo.select(any_nan, hlo.constant(np.nan, out.dtype, out.shape), value)",
         replace="    return value",
         why="the any-NaN flag is reduced but not used",
@@ -42,7 +42,7 @@ MUTANTS = [
     ),
     Mutant(
         id="pool-padding-dims-swapped",
-        file=RULES,
+        file=WINDOW_RULES,
         find="((0, 0), (0, 0), *((p, p) for p in padding))",
         replace="((0, 0), (0, 0), *((p, p) for p in padding[::-1]))",
         why="the (h, w) padding is applied to (w, h)",
@@ -72,7 +72,7 @@ MUTANTS = [
     ),
     Mutant(
         id="adaptive-window-end-floor",
-        file=RULES,
+        file=WINDOW_RULES,
         find="return [((i * n) // m, ((i + 1) * n + m - 1) // m) for i in range(m)]",
         replace="return [((i * n) // m, max((i + 1) * n // m, (i * n) // m + 1)) for i in range(m)]",
         why="adaptive windows end at floor((i + 1) * n / m) (kept non-empty) instead of the ceiling",
@@ -80,7 +80,7 @@ MUTANTS = [
     ),
     Mutant(
         id="adaptive-gathered-windows-unmasked",
-        file=RULES,
+        file=WINDOW_RULES,
         find="gathered.append(taken if min(sizes) == k else hlo.select(mask, taken, hlo.constant(init, aval.dtype, expanded)))",
         replace="gathered.append(taken)",
         why="shorter adaptive windows repeat their last row instead of padding with the start value",
@@ -89,7 +89,7 @@ MUTANTS = [
     # -- selection and backward rules ---------------------------------------------------------
     Mutant(
         id="selection-ties-go-last",
-        file=RULES,
+        file=WINDOW_RULES,
         find='tie_first = stablehlo.AndOp(hlo.compare(bv, av, "EQ", dtype), stablehlo.NotOp(later).result).result',
         replace='tie_first = stablehlo.AndOp(hlo.compare(bv, av, "EQ", dtype), later).result',
         why="equal maxima go to the later element (select GT instead of GE in select_and_scatter terms)",
@@ -97,7 +97,7 @@ MUTANTS = [
     ),
     Mutant(
         id="selection-first-nan",
-        file=RULES,
+        file=WINDOW_RULES,
         find="nan_wins = stablehlo.AndOp(b_nan, stablehlo.OrOp(stablehlo.NotOp(a_nan).result, later).result).result",
         replace="nan_wins = stablehlo.AndOp(b_nan, stablehlo.NotOp(a_nan).result).result",
         why="a window holding NaN sends its gradient to its first NaN instead of the last (PyTorch's)",
@@ -105,7 +105,7 @@ MUTANTS = [
     ),
     Mutant(
         id="flat-index-transposed",
-        file=RULES,
+        file=WINDOW_RULES,
         find="stablehlo.MulOp(rows, hlo.constant(shape[3], INDEX, shape))",
         replace="stablehlo.MulOp(rows, hlo.constant(shape[2], INDEX, shape))",
         why="the flat spatial index is h * H + w instead of h * W + w",

@@ -1,19 +1,5 @@
-"""Lowering rules for hlotrace/ops/pooling.py (backward ops: rules/pooling_grad.py).
-
-- max_pool2d / avg_pool2d are one ``stablehlo.reduce_window`` each. The max carries an
-  any-NaN flag beside the maximum (one variadic reduce_window): XLA:CPU turns large
-  non-overlapping windowed max reductions into vectorized reductions that drop NaN.
-- The adaptive pools are separable: the windows along W, then along H. Along one dim,
-  windows of equal size at a regular stride are one reduce_window, size-1 windows that
-  repeat each row r times are a broadcast, and any others one gather of every window's
-  rows (k per window, the start value past a shorter window's end) and one reduce.
-- Sums run in float32 for float16/bfloat16 (as the references), start at +0.0 (a -0.0
-  result is made +0.0, which XLA's folding of ``x + 0`` would not guarantee) and are
-  divided by constant divisors once.
-- Selections (the first maximum, the last NaN) reduce (value, flat index[, payload])
-  tuples with :func:`argmax_combine`, a max under a strict total order: associative and
-  commutative, so any reduction order of XLA's gives the same element.
-"""
+"""Helpers of the pooling rules: reduce_window, adaptive (separable) window reductions,
+the first-maximum selection and the divisions of the averages."""
 
 from __future__ import annotations
 
@@ -21,8 +7,7 @@ import numpy as np
 
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
-from hlotrace.lowering.registry import rule
-from hlotrace.ops.pooling import adaptive_counts, avg_divisors, compute_dtype, lowest
+from hlotrace.ops.pooling import lowest
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 
@@ -209,48 +194,3 @@ def divide_by(value, out: Aval, divisors: np.ndarray):
     value = hlo.plus_zero(value, out)
     spread = hlo.broadcast_in_dim(hlo.constant(divisors, out.dtype, divisors.shape), out.shape, [2, 3])
     return stablehlo.DivOp(value, spread).result
-
-
-@rule("max_pool2d")
-def _max_pool2d(ctx, x, *, kernel_size, stride, padding):
-    (aval,) = ctx.in_avals
-    if (zeros := empty_result(ctx)) is not None:
-        return zeros
-    window, strides, pads = window_geometry(kernel_size, stride, padding)
-    return nan_max(x, aval, lambda ops, avals, inits, f: reduce_window(ops, avals, inits, window, strides, pads, f))
-
-
-@rule("avg_pool2d")
-def _avg_pool2d(ctx, x, *, kernel_size, stride, padding, count_include_pad):
-    (aval,), out = ctx.in_avals, ctx.out_aval
-    if (zeros := empty_result(ctx)) is not None:
-        return zeros
-    wide = Aval(aval.shape, compute_dtype(aval.dtype))
-    window, strides, pads = window_geometry(kernel_size, stride, padding)
-    (total,), (total_aval,) = reduce_window(
-        [hlo.convert(x, aval, wide.dtype)], [wide], [0.0], window, strides, pads, _add
-    )
-    divisors = avg_divisors(aval.shape[2:], kernel_size, stride, padding, count_include_pad)
-    return hlo.convert(divide_by(total, total_aval, divisors), total_aval, out.dtype)
-
-
-@rule("adaptive_avg_pool2d")
-def _adaptive_avg_pool2d(ctx, x, *, output_size):
-    (aval,), out = ctx.in_avals, ctx.out_aval
-    if (zeros := empty_result(ctx)) is not None:
-        return zeros
-    wide = Aval(aval.shape, compute_dtype(aval.dtype))
-    (total,), (total_aval,) = adaptive_reduce([hlo.convert(x, aval, wide.dtype)], [wide], [0.0], output_size, _add)
-    result = divide_by(total, total_aval, adaptive_counts(aval.shape[2:], output_size))
-    return hlo.convert(result, total_aval, out.dtype)
-
-
-@rule("adaptive_max_pool2d")
-def _adaptive_max_pool2d(ctx, x, *, output_size):
-    (aval,) = ctx.in_avals
-    if (zeros := empty_result(ctx)) is not None:
-        return zeros
-    return nan_max(x, aval, lambda ops, avals, inits, f: adaptive_reduce(ops, avals, inits, output_size, f))
-
-
-import hlotrace.lowering.rules.pooling_grad  # noqa: E402, F401  (registers the backward rules)

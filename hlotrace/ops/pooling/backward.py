@@ -22,7 +22,8 @@ from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
-from hlotrace.ops.pooling import (
+from hlotrace.ops.pooling.samples import adaptive_backward_sample, avg_backward_sample, max_backward_sample
+from hlotrace.ops.pooling.window import (
     FAMILY,
     _int_pair,
     adaptive_counts,
@@ -37,14 +38,6 @@ from hlotrace.ops.pooling import (
     window_attrs,
     windows_of,
 )
-from hlotrace.ops.pooling_samples import (
-    adaptive_case,
-    draw_nchw,
-    draw_output_size,
-    draw_values,
-    draw_window,
-    window_case,
-)
 from hlotrace.ops.registry import Aval, OpDef, register_op
 
 __all__ = [
@@ -57,13 +50,6 @@ __all__ = [
 ]
 
 _WINDOW = ("kernel_size", "stride", "padding")
-
-# The dtypes the samples of these ops draw (each op admits every float dtype): bfloat16
-# runs the same convert-accumulate-round path as float16, where XLA:CPU computes bfloat16
-# in float32 and skips intermediate roundings (xla_allow_excess_precision), so float16 is
-# the half type whose test shows a missing float32 accumulation; leaving bfloat16 out keeps
-# the family's generated tests within their time budget.
-SAMPLED_DTYPES = (dt.float16, dt.float32, dt.float64)
 
 
 def _same(a: Aval, b: Aval, what_a: str, what_b: str, shape=None) -> None:
@@ -163,18 +149,6 @@ def _max_gather_vjp(ct, out, x, g, *, kernel_size, stride, padding):
     return (None, F.max_pool2d_backward(x, ct, kernel_size, stride, padding))
 
 
-def _max_sample(s, name):
-    @s.st.composite
-    def sample(draw):
-        dtype = draw(s.dtypes(SAMPLED_DTYPES))
-        rng = s.generator(draw)
-        x, attrs, geometry = window_case(s, draw, rng, dtype, "max")
-        shape = pooled_shape(x.shape, *geometry) if name == "max_pool2d_backward" else x.shape
-        return s.OpSample((x, draw_values(s, draw, rng, dtype, shape, "sum")), attrs)
-
-    return sample()
-
-
 # -- avg_pool2d_backward --------------------------------------------------------------------
 
 
@@ -224,20 +198,6 @@ def avg_pool2d_backward(ct, input_size, kernel_size, stride=None, padding=0, cou
 
 def _avg_backward_vjp(ct, out, source, *, input_size, kernel_size, stride, padding, count_include_pad):
     return (F.avg_pool2d(ct, kernel_size, stride, padding, count_include_pad),)
-
-
-def _avg_backward_sample(s):
-    @s.st.composite
-    def sample(draw):
-        dtype = draw(s.dtypes(SAMPLED_DTYPES))
-        rng = s.generator(draw)
-        attrs, kernel, stride, padding = draw_window(rng)
-        shape = draw_nchw(rng, low=[max(1, k - 2 * p) for k, p in zip(kernel, padding, strict=True)])
-        ct = draw_values(s, draw, rng, dtype, pooled_shape(shape, kernel, stride, padding), "sum")
-        attrs.update(input_size=shape[2:], count_include_pad=bool(rng.random() < 0.5))
-        return s.OpSample((ct,), attrs)
-
-    return sample()
 
 
 # -- adaptive backward ops ------------------------------------------------------------------
@@ -290,24 +250,6 @@ def adaptive_max_pool2d_gather(x, g, output_size):
     return apply(ADAPTIVE_MAX_POOL2D_GATHER, x, g, output_size=output_size)
 
 
-def _adaptive_sample(s, name):
-    @s.st.composite
-    def sample(draw):
-        dtype = draw(s.dtypes(SAMPLED_DTYPES))
-        rng = s.generator(draw)
-        if name == "adaptive_avg_pool2d_backward":
-            shape = draw_nchw(rng)
-            _, out = draw_output_size(rng, shape[2:])
-            ct = draw_values(s, draw, rng, dtype, (*shape[:2], *out), "sum")
-            return s.OpSample((ct,), {"input_size": shape[2:]})
-        x, spelled, out = adaptive_case(s, draw, rng, dtype, "max")
-        if name == "adaptive_max_pool2d_backward":
-            return s.OpSample((x, draw_values(s, draw, rng, dtype, (*x.shape[:2], *out), "sum")))
-        return s.OpSample((x, draw_values(s, draw, rng, dtype, x.shape, "sum")), {"output_size": spelled})
-
-    return sample()
-
-
 # -- registration -------------------------------------------------------------------------
 
 
@@ -331,7 +273,7 @@ MAX_POOL2D_BACKWARD = _register(
     _max_backward_reference,
     lambda x, ct, **attrs: x,
     _max_canonicalize("ct"),
-    lambda s: _max_sample(s, "max_pool2d_backward"),
+    lambda s: max_backward_sample(s, "max_pool2d_backward"),
     _max_backward_vjp,
     "max_pool2d's VJP: ct added at each window's first max (last NaN) of x (overlaps add up)",
 )
@@ -340,7 +282,7 @@ MAX_POOL2D_GATHER = _register(
     _max_gather_reference,
     lambda x, g, **attrs: Aval(pooled_shape(x.shape, attrs["kernel_size"], attrs["stride"], attrs["padding"]), x.dtype),
     _max_canonicalize("g"),
-    lambda s: _max_sample(s, "max_pool2d_gather"),
+    lambda s: max_backward_sample(s, "max_pool2d_gather"),
     _max_gather_vjp,
     "g (shaped like x) at each max_pool2d window's first max (last NaN) of x; max_pool2d_backward's transpose",
 )
@@ -349,7 +291,7 @@ AVG_POOL2D_BACKWARD = _register(
     _avg_backward_reference,
     _avg_backward_infer,
     _avg_backward_canonicalize,
-    _avg_backward_sample,
+    avg_backward_sample,
     _avg_backward_vjp,
     "avg_pool2d's VJP: each window's ct / divisor added over its input elements (input_size=(H, W))",
 )
@@ -358,7 +300,7 @@ ADAPTIVE_AVG_POOL2D_BACKWARD = _register(
     _adaptive_avg_backward_reference,
     _avg_backward_infer,
     _adaptive_avg_backward_canonicalize,
-    lambda s: _adaptive_sample(s, "adaptive_avg_pool2d_backward"),
+    lambda s: adaptive_backward_sample(s, "adaptive_avg_pool2d_backward"),
     lambda ct, out, source, *, input_size: (F.adaptive_avg_pool2d(ct, tuple(source.shape[2:])),),
     "adaptive_avg_pool2d's VJP: each window's ct / count added over its input elements",
 )
@@ -367,7 +309,7 @@ ADAPTIVE_MAX_POOL2D_BACKWARD = _register(
     lambda x, ct: _scatter(ct, _adaptive_argmax(x, ct.shape[2:]), x.shape),
     lambda x, ct: x,
     _adaptive_max_backward_canonicalize,
-    lambda s: _adaptive_sample(s, "adaptive_max_pool2d_backward"),
+    lambda s: adaptive_backward_sample(s, "adaptive_max_pool2d_backward"),
     lambda ct, out, x, source: (None, F.adaptive_max_pool2d_gather(x, ct, tuple(source.shape[2:]))),
     "adaptive_max_pool2d's VJP: ct added at each adaptive window's first max (last NaN) of x",
 )
@@ -376,7 +318,7 @@ ADAPTIVE_MAX_POOL2D_GATHER = _register(
     lambda x, g, *, output_size: _gather(g, _adaptive_argmax(x, output_size)),
     lambda x, g, *, output_size: Aval((*x.shape[:2], *output_size), x.dtype),
     _adaptive_max_gather_canonicalize,
-    lambda s: _adaptive_sample(s, "adaptive_max_pool2d_gather"),
+    lambda s: adaptive_backward_sample(s, "adaptive_max_pool2d_gather"),
     lambda ct, out, x, g, *, output_size: (None, F.adaptive_max_pool2d_backward(x, ct)),
     "g (shaped like x) at each adaptive max window's first max (last NaN) of x",
 )

@@ -1,4 +1,4 @@
-"""Lowering rules for hlotrace/ops/pooling_grad.py (imported by rules/pooling.py).
+"""Lowering rules for hlotrace/ops/pooling/backward.py.
 
 - The max ops find each window's element as a (value, flat index) reduction with
   ``argmax_combine``; the gathers carry the payload along. The backward ops then give each
@@ -22,7 +22,7 @@ import numpy as np
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
 from hlotrace.lowering.registry import rule
-from hlotrace.lowering.rules.pooling import (
+from hlotrace.lowering.rules.pooling.windows import (
     INDEX,
     NO_INDEX,
     _add,

@@ -29,7 +29,7 @@ from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import broadcast_shapes
-from hlotrace.ops.math_samples import sometimes_other_dtypes
+from hlotrace.ops.math.samples import sometimes_other_dtypes
 from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OPS, Aval, OpDef, register_op
 
 FAMILY = "bitwise"

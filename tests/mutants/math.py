@@ -1,13 +1,12 @@
-"""Mutants of hlotrace/lowering/rules/math.py and math_binary.py (property column), and of
-the VJPs in hlotrace/ops/math.py and math_binary.py (gradient column); see TESTING.md."""
+"""Mutants of hlotrace/lowering/rules/math/ (unary.py, binary.py: property column), and of
+the VJPs in hlotrace/ops/math/ (unary.py, binary.py: gradient column); see TESTING.md."""
 
 from hlotrace.testing.mutation import Mutant
 
-RULES = "hlotrace/lowering/rules/math.py"
-BINARY = "hlotrace/lowering/rules/math_binary.py"
-OPS = "hlotrace/ops/math.py"
-OPS_BINARY = "hlotrace/ops/math_binary.py"
-
+RULES = "hlotrace/lowering/rules/math/unary.py"
+BINARY = "hlotrace/lowering/rules/math/binary.py"
+OPS = "hlotrace/ops/math/unary.py"
+OPS_BINARY = "hlotrace/ops/math/binary.py"
 MUTANTS = [
     # -- float functions ------------------------------------------------------------------
     Mutant(

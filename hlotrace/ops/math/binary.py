@@ -1,5 +1,5 @@
 """atan2, mod and floor_divide: the binary ops of the math family (semantics: the
-docstring of :mod:`hlotrace.ops.math`, which imports this module)."""
+docstring of :mod:`hlotrace.ops.math`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F, broadcast_shapes
 from hlotrace.ops.elementwise import float_result_dtype
-from hlotrace.ops.math import FAMILY, NUMERIC_DTYPES, _no_attrs, _zero_vjp, compute_dtype
-from hlotrace.ops.math_samples import sometimes_other_dtypes
+from hlotrace.ops.math.base import FAMILY, NUMERIC_DTYPES, _no_attrs, _zero_vjp, compute_dtype
+from hlotrace.ops.math.samples import sometimes_other_dtypes
 from hlotrace.ops.registry import OPS, Aval, OpDef, register_op
 
 __all__ = ["atan2", "floor_divide", "mod"]

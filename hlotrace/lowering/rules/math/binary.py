@@ -1,4 +1,4 @@
-"""Lowering rules for hlotrace/ops/math_binary.py: atan2, mod, floor_divide.
+"""Lowering rules for hlotrace/ops/math/binary.py: atan2, mod, floor_divide.
 
 Float mod and floor_divide spell out NumPy's ``divmod`` (fmod, then the sign correction,
 the snap to an integer and the signs of zero), in float32 for float16/bfloat16. Integer

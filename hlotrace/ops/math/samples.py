@@ -1,5 +1,5 @@
-"""Sample strategies of the unary math ops (hlotrace/ops/math.py), and sometimes_other_dtypes,
-which math_binary.py and bitwise.py use too; ``s`` is :mod:`hlotrace.testing.strategies`,
+"""Sample strategies of the unary math ops (unary.py), and sometimes_other_dtypes, which
+binary.py and hlotrace/ops/bitwise.py use too; ``s`` is :mod:`hlotrace.testing.strategies`,
 passed in by the tests (ops never import hypothesis)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lowering rules for hlotrace/ops/math.py (atan2, mod and floor_divide: math_binary.py).
+"""Lowering rules for hlotrace/ops/math/unary.py.
 
 Float functions compute float16/bfloat16 in float32 and round once, like the references.
 sinh and cosh switch to exp(|x|/2)**2 / 2 for large |x| (chlo's versions lose ~1e-5 of
@@ -122,5 +122,3 @@ rule("isinf")(
     )
 )
 rule("isfinite")(_predicate(lambda x, aval: stablehlo.IsFiniteOp(x).result, True))
-
-import hlotrace.lowering.rules.math_binary  # noqa: E402, F401  (registers atan2, mod, floor_divide)

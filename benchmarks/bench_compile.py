@@ -7,7 +7,7 @@ of a fresh ``xla_trace`` function runs the chain eagerly while recording it, low
 trace to StableHLO text and compiles it with PJRT; jax's first call of a fresh ``jax.jit``
 traces, lowers and compiles. Both are measured ``--repeat`` times (default 3) with every
 cache emptied first: ``jax.clear_caches()`` plus a new function object for jax, and
-hlotrace's in-process executable cache (``hlotrace.runtime._compile_cache``, keyed by the
+hlotrace's in-process executable cache (``hlotrace.runtime.compiler.EXECUTABLES``, keyed by the
 module's fingerprint) for hlotrace. The jax first call blocks on its result; hlotrace's
 first call returns the eager result, already on the host.
 
@@ -73,7 +73,7 @@ def _hlotrace_first_call(n_ops, x_np, y_np):
     from hlotrace import runtime
     from hlotrace.jit import xla_trace
 
-    runtime._compile_cache.clear()
+    runtime.compiler.EXECUTABLES.clear()
     traced = xla_trace(make_chain(F, n_ops))
     x, y = ht.tensor(x_np), ht.tensor(y_np)
     seconds, _ = time_once(lambda: traced(x, y))
@@ -109,7 +109,7 @@ def _hlotrace_split(n_ops, x_np, y_np) -> dict[str, float]:
         return lowered, lowered.text()
 
     lower_s, (lowered, text) = time_once(lower)
-    runtime._compile_cache.clear()
+    runtime.compiler.EXECUTABLES.clear()
     compile_s, _ = time_once(lambda: runtime.compile(text, lowered.in_avals, lowered.out_avals))
     return {"record": record_s, "lower": lower_s, "compile": compile_s}
 

@@ -105,7 +105,7 @@ def _measure(name: str, lm, seq, layers: int, dim: int, stacked: bool, unroll: i
     from hlotrace.passes.manager import count_ops
 
     net, opt, gm, step = _variant(lm, layers, dim, stacked, unroll, state)
-    runtime._compile_cache.clear()
+    runtime.compiler.EXECUTABLES.clear()
     reset_metrics()
     start = time.perf_counter()
     loss = float(step(seq, net=net, opt=opt, gm=gm, lm=lm))

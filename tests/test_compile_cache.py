@@ -21,7 +21,7 @@ from hlotrace import metrics as metrics_of_this_process
 from hlotrace import runtime
 from hlotrace.metrics import reset_metrics
 from hlotrace.ops.registry import Aval
-from hlotrace.runtime import cache
+from hlotrace.runtime import cache, compiler
 from hlotrace.runtime.cache import CacheWarning
 from hlotrace.tools.cli import main as cli_main
 
@@ -48,14 +48,14 @@ def cache_dir(tmp_path, monkeypatch):
     path = tmp_path / "cache"
     monkeypatch.setenv("HLOTRACE_CACHE_DIR", str(path))
     monkeypatch.delenv("HLOTRACE_CACHE_MAX_BYTES", raising=False)
-    monkeypatch.setattr(runtime, "_compile_cache", collections.OrderedDict())
+    monkeypatch.setattr(compiler, "EXECUTABLES", collections.OrderedDict())
     reset_metrics()
     return path
 
 
 def forget_in_process(monkeypatch):
     """Drop the in-process executables, as a new process would start."""
-    monkeypatch.setattr(runtime, "_compile_cache", collections.OrderedDict())
+    monkeypatch.setattr(compiler, "EXECUTABLES", collections.OrderedDict())
 
 
 def entry_files(path):
@@ -248,7 +248,7 @@ _WORKER = textwrap.dedent(
         time.sleep(0.005)
     results = {}
     for round in range(6):
-        runtime._compile_cache.clear()  # every round looks on the disk again
+        runtime.compiler.EXECUTABLES.clear()  # every round looks on the disk again
         for k in (100.0, 200.0 + worker, 300.0 + round):
             exe = runtime.compile(module(k), aval, aval)
             out = np.asarray(exe.run([exe.to_device(0, np.zeros(4, np.float32))])[0]).tolist()

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 import hlotrace as ht
-from hlotrace import runtime
 from hlotrace.jit import xla_trace
 from hlotrace.metrics import NAMES, count, reset_metrics
+from hlotrace.runtime import compiler
 
 
 @pytest.fixture(autouse=True)
 def fresh(tmp_path, monkeypatch):
     monkeypatch.setenv("HLOTRACE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(runtime, "_compile_cache", collections.OrderedDict())
+    monkeypatch.setattr(compiler, "EXECUTABLES", collections.OrderedDict())
     reset_metrics()
     yield
     reset_metrics()
@@ -83,7 +83,7 @@ def test_memory_and_disk_cache_hits():
     xla_trace(body)(x)  # the same module: runtime.compile's in-process cache
     counts = ht.metrics()
     assert (counts["memory_cache_hits"], counts["memory_cache_misses"], counts["compiles"]) == (1, 1, 1)
-    runtime._compile_cache.clear()  # as in a new process: the disk cache has it
+    compiler.EXECUTABLES.clear()  # as in a new process: the disk cache has it
     xla_trace(body)(x)
     counts = ht.metrics()
     assert (counts["disk_cache_hits"], counts["compiles"], counts["memory_cache_misses"]) == (1, 1, 2)

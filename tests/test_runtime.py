@@ -10,6 +10,7 @@ import hlotrace as ht
 from hlotrace import runtime
 from hlotrace.errors import BackendError
 from hlotrace.jit import xla_trace
+from hlotrace.runtime import compiler
 
 
 def test_eager_use_does_not_import_jax():
@@ -62,7 +63,7 @@ def test_the_compile_cache_is_bounded_and_keeps_the_recently_used(monkeypatch):
     from hlotrace import runtime
     from hlotrace.ops.registry import Aval
 
-    monkeypatch.setattr(runtime, "COMPILE_CACHE_SIZE", 3)
+    monkeypatch.setattr(compiler, "COMPILE_CACHE_SIZE", 3)
     aval = [Aval((2,), np.dtype(np.float32))]
 
     def module(k):
@@ -76,6 +77,6 @@ def test_the_compile_cache_is_bounded_and_keeps_the_recently_used(monkeypatch):
     for k in range(1002, 1006):
         runtime.compile(module(k), aval, aval)
         assert runtime.compile(module(1001), aval, aval) is first  # used again: kept
-    assert len(runtime._compile_cache) <= 3
+    assert len(compiler.EXECUTABLES) <= 3
     out = first.run([first.to_device(0, np.ones(2, np.float32))])
     assert np.asarray(out[0]).tolist() == [1002.0, 1002.0]

@@ -16,18 +16,18 @@ import numpy as np
 import pytest
 
 import hlotrace as ht
-from hlotrace import F, metrics, nn, optim, runtime
+from hlotrace import F, metrics, nn, optim
 from hlotrace.autodiff import GradManager
 from hlotrace.errors import BackendError, HlotraceError
 from hlotrace.jit import partial_trace, xla_trace
 from hlotrace.metrics import reset_metrics
-from hlotrace.runtime import cache, jaxlib_compat, tiered
+from hlotrace.runtime import cache, compiler, jaxlib_compat, tiered
 
 
 @pytest.fixture(autouse=True)
 def fresh_process(monkeypatch, tmp_path):
     """No executable compiled yet, in memory or on disk (a new process with its own cache)."""
-    monkeypatch.setattr(runtime, "_compile_cache", collections.OrderedDict())
+    monkeypatch.setattr(compiler, "EXECUTABLES", collections.OrderedDict())
     monkeypatch.setattr(tiered, "pending", {})
     monkeypatch.setattr(tiered, "_warned", set())
     monkeypatch.setenv(tiered.TIERED_ENV, "1")  # opt-in: these tests turn it on for every function
@@ -38,7 +38,7 @@ def fresh_process(monkeypatch, tmp_path):
 
 
 def forget_in_process(monkeypatch):
-    monkeypatch.setattr(runtime, "_compile_cache", collections.OrderedDict())
+    monkeypatch.setattr(compiler, "EXECUTABLES", collections.OrderedDict())
 
 
 class MLP(nn.Module):
@@ -110,11 +110,11 @@ def test_the_first_call_runs_quick_and_every_later_call_the_optimized_executable
     entry = step.entries()[0]
     assert metrics()["fast_compiles"] == 1 and entry.upgrade is not None
     quick, key = entry.executable, entry.upgrade.key
-    assert runtime._compile_cache[(*key, "quick")] is quick and key not in runtime._compile_cache
+    assert compiler.EXECUTABLES[(*key, "quick")] is quick and key not in compiler.EXECUTABLES
     step(x, y, net, opt, gm)  # waits for the background compile and switches for good
     assert entry.upgrade is None and entry.executable is not quick
     assert metrics()["background_compiles"] == 1 and metrics()["compiles"] == 1
-    assert runtime._compile_cache[key] is entry.executable
+    assert compiler.EXECUTABLES[key] is entry.executable
     step(x, y, net, opt, gm)
     assert metrics()["fast_compiles"] == 1 and metrics()["compiles"] == 1 and metrics()["executions"] == 3
 
@@ -123,7 +123,7 @@ def test_the_first_call_runs_quick_and_every_later_call_the_optimized_executable
 def test_a_tiered_step_trains_like_an_untiered_one(convention):
     tiered_losses, tiered_params, _ = train(convention=convention)
     assert metrics()["fast_compiles"] == 1 and metrics()["background_compiles"] == 1
-    runtime._compile_cache.clear()
+    compiler.EXECUTABLES.clear()
     plain_losses, plain_params, _ = train(tiered_compile=False, convention=convention)
     eager_losses, eager_params, _ = train(first_call="eager", convention=convention)
     # Step 1 ran the quick executable: its rounding may differ in the last bits, and the
@@ -140,7 +140,7 @@ def test_a_tiered_step_trains_like_an_untiered_one(convention):
 def test_the_schedule_is_fixed_so_runs_are_bitwise_reproducible():
     cache.set_directory("off")
     first = train(steps=4)
-    runtime._compile_cache.clear()
+    compiler.EXECUTABLES.clear()
     second = train(steps=4)
     assert metrics()["fast_compiles"] == 2  # both runs compiled both executables
     assert first[0] == second[0]
@@ -256,9 +256,9 @@ def test_finished_background_compiles_do_not_pile_up_in_pending():
     assert metrics()["background_compiles"] == 3
     for f in functions:  # collected into the in-process cache; their next call switches to it
         entry = f.entries()[0]
-        assert runtime._compile_cache[entry.upgrade.key] is entry.upgrade.executable
+        assert compiler.EXECUTABLES[entry.upgrade.key] is entry.upgrade.executable
         f(ht.tensor(np.ones(4, np.float32)))
-        assert entry.upgrade is None and entry.executable in runtime._compile_cache.values()
+        assert entry.upgrade is None and entry.executable in compiler.EXECUTABLES.values()
 
 
 def test_inspection_reports_the_optimized_executable():
@@ -271,22 +271,22 @@ def test_inspection_reports_the_optimized_executable():
     entry = f.entries()[0]
     assert entry.upgrade is not None
     exe = f.executable  # waits for the background compile
-    assert entry.upgrade is None and exe is entry.executable and exe in runtime._compile_cache.values()
+    assert entry.upgrade is None and exe is entry.executable and exe in compiler.EXECUTABLES.values()
     assert "fusion" in exe.hlo_text() or "exponential" in exe.hlo_text()
 
 
 def test_a_failed_optimized_compile_keeps_the_quick_executable_and_warns_once(monkeypatch, caplog):
-    compile_now = runtime._compile_now
+    compile_now = compiler.compile_now
 
-    def optimized_fails(pjrt, text, device, disabled, fast=False):
-        if not fast:
+    def optimized_fails(target, text):
+        if not target.fast:
             raise BackendError("XLA failed to compile the module: simulated")
-        return compile_now(pjrt, text, device, disabled, fast=fast)
+        return compile_now(target, text)
 
-    monkeypatch.setattr(runtime, "_compile_now", optimized_fails)
+    monkeypatch.setattr(compiler, "compile_now", optimized_fails)
     with caplog.at_level(logging.WARNING, logger="hlotrace"):
         losses, params, step = train(steps=3)
-    monkeypatch.setattr(runtime, "_compile_now", compile_now)
+    monkeypatch.setattr(compiler, "compile_now", compile_now)
     warnings = [r for r in caplog.records if "optimized compile" in r.getMessage()]
     assert len(warnings) == 1 and "simulated" in warnings[0].getMessage()
     assert metrics()["compiles"] == 0 and step.entries()[0].upgrade is None
@@ -307,10 +307,10 @@ def test_options_this_xla_does_not_know_fall_back_to_one_optimized_compile(monke
 
 
 def test_a_module_xla_cannot_compile_fails_the_first_call_as_before(monkeypatch):
-    def nothing_compiles(pjrt, text, device, disabled, fast=False):
+    def nothing_compiles(target, text):
         raise BackendError("XLA failed to compile the module: simulated")
 
-    monkeypatch.setattr(runtime, "_compile_now", nothing_compiles)
+    monkeypatch.setattr(compiler, "compile_now", nothing_compiles)
     nn.init.seed(0)
     net = MLP()
     before = [p.numpy().copy() for p in net.parameters()]

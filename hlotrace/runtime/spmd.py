@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import re
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,7 +24,8 @@ import numpy as np
 from hlotrace import spmd_hooks
 from hlotrace.errors import BackendError
 from hlotrace.metrics import COUNTS, count
-from hlotrace.runtime import CompiledQueries
+from hlotrace.runtime import compiler
+from hlotrace.runtime.execute import CompiledQueries
 
 _JAX_MESHES: dict = {}
 _JAX_SHARDINGS: dict = {}
@@ -144,89 +144,27 @@ def _refuse_known_crashes(module_text: str) -> None:
 
 COMPILE_CACHE_SIZE = 64
 _compile_cache: collections.OrderedDict = collections.OrderedDict()
-_BARRIER = "stablehlo.optimization_barrier"
 
 
 def compile_spmd(module_text: str, in_avals, out_avals, plan, disabled_xla_passes: tuple[str, ...] = ()):
     """Compile ``module_text`` (Shardy-annotated) for the plan's mesh; cached in memory by
     (module, avals, plan, options) and on disk like one-device executables (the key adds the
     device count and the serialized SPMD compile options, which hold the device assignment)."""
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
     import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
-    from hlotrace import runtime
 
     devices = tuple(plan.devices)
     pjrt = jaxlib_spmd.device_client(devices[0])
-    platform = jaxlib_compat.client_platform(pjrt)
-    if _BARRIER in module_text and platform == "cpu" and "cse_barrier_expander" not in disabled_xla_passes:
-        disabled_xla_passes = (*disabled_xla_passes, "cse_barrier_expander")  # as runtime.compile does
-    key = (runtime.module_fingerprint(module_text), tuple(in_avals), tuple(out_avals), plan.key, disabled_xla_passes)
-    cached = _compile_cache.get(key)
-    if cached is not None:
-        COUNTS["memory_cache_hits"] += 1
-        _compile_cache.move_to_end(key)
-        return cached
-    count("memory_cache_misses")
+    disabled_xla_passes = compiler.passes_to_disable(module_text, None, disabled_xla_passes, pjrt=pjrt)
+    key = (compiler.module_fingerprint(module_text), tuple(in_avals), tuple(out_avals), plan.key, disabled_xla_passes)
+    hit = compiler.cached(key, _compile_cache)
+    if hit is not None:
+        return hit
     _refuse_known_crashes(module_text)
     options = jaxlib_spmd.spmd_compile_options([jaxlib_spmd.device_id(d) for d in devices], disabled_xla_passes)
-    loaded, seconds, from_disk = _load_or_compile(pjrt, module_text, in_avals, out_avals, devices, options)
+    target = compiler.Target(pjrt, devices, disabled_xla_passes, spmd_options=options)
+    loaded, seconds, from_disk = compiler.load_or_compile(target, module_text, in_avals, out_avals)
     exe = _wrap(loaded, plan, devices, in_avals, out_avals, seconds, from_disk)
-    _compile_cache[key] = exe
-    while len(_compile_cache) > COMPILE_CACHE_SIZE:
-        _compile_cache.popitem(last=False)
-    return exe
-
-
-def _load_or_compile(pjrt, module_text, in_avals, out_avals, devices, options):
-    import hlotrace.runtime.cache as cache
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
-    from hlotrace.runtime import _first_line, _library_versions
-
-    fields = None
-    # (not for a mesh spanning processes: every process must build its part of one program)
-    if cache.enabled() and len({jaxlib_dist.process_index_of(d) for d in devices}) == 1:
-        if not _library_versions:
-            _library_versions.update(jaxlib_compat.library_versions())
-        fields = cache.key_fields(
-            module_text,
-            in_avals,
-            out_avals,
-            platform=jaxlib_compat.client_platform(pjrt),
-            platform_version=jaxlib_compat.platform_version(pjrt),
-            device_kind=jaxlib_compat.device_kind(devices[0]),
-            device_count=len(devices),
-            versions=dict(_library_versions),
-            compile_options=jaxlib_spmd.options_fingerprint(options),
-        )
-        data = cache.load(fields)
-        if data is not None:
-            start = time.perf_counter()
-            try:
-                loaded = jaxlib_spmd.deserialize_spmd(pjrt, data, devices, options)
-            except Exception as exc:
-                cache.reject(fields, f"XLA could not load it: {_first_line(exc)}")
-            else:
-                seconds = time.perf_counter() - start
-                cache.loaded(fields)
-                count("disk_cache_hits")
-                return loaded, seconds, True
-        count("disk_cache_misses")
-    start = time.perf_counter()
-    try:
-        loaded = jaxlib_spmd.compile_spmd(pjrt, module_text, devices, options)
-    except Exception as exc:
-        raise BackendError(f"XLA failed to compile the SPMD module: {_first_line(exc)}") from exc
-    seconds = time.perf_counter() - start
-    count("compiles")
-    count("compile_seconds", seconds)
-    if fields is not None:
-        try:
-            cache.store(fields, jaxlib_compat.serialize_executable(loaded))
-        except Exception as exc:
-            cache.warn_once("serialize", f"an SPMD executable could not be serialized ({_first_line(exc)}); not cached")
-    return loaded, seconds, False
+    return compiler.keep(key, exe, _compile_cache, COMPILE_CACHE_SIZE)
 
 
 def _across_processes(execute):
@@ -237,11 +175,9 @@ def _across_processes(execute):
         try:
             return execute(buffers)
         except Exception as exc:
-            from hlotrace.runtime import _first_line
-
             peer = spmd_hooks.peer_failure()
             raise BackendError(
-                f"the SPMD step failed while exchanging data with the other processes ({_first_line(exc)}); "
+                f"the SPMD step failed while exchanging data with the other processes ({compiler.first_line(exc)}); "
                 + (peer or "another process of the job probably stopped: see its output")
             ) from exc
 

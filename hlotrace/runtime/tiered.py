@@ -36,6 +36,10 @@ import os
 import hlotrace.runtime.cache as cache
 from hlotrace.errors import HlotraceError
 from hlotrace.metrics import count
+from hlotrace.runtime import compiler
+from hlotrace.runtime.client import client, default_device, platform_name
+from hlotrace.runtime.compiler import Target
+from hlotrace.runtime.execute import make_executable
 
 TIERED_ENV = "HLOTRACE_TIERED_COMPILE"
 _log = logging.getLogger("hlotrace")
@@ -86,10 +90,10 @@ class Upgrade:
     """The optimized executable to compile in the background for one module: started by
     :meth:`start` after the first call is enqueued, collected by :meth:`result`."""
 
-    def __init__(self, key, pjrt, module_text, device, disabled, in_avals, out_avals):
-        self.key, self.device = key, device
+    def __init__(self, key, target: Target, module_text, in_avals, out_avals):
+        self.key, self.device = key, target.devices[0]
         self.fields = None  # the disk cache's key (None: the cache is off)
-        self._compile_args = (pjrt, module_text, device, disabled)
+        self.target, self.module_text = target, module_text
         self.in_avals, self.out_avals = list(in_avals), list(out_avals)
         self.future = None
         self.executable = None
@@ -99,26 +103,19 @@ class Upgrade:
     def start(self, ready=None) -> None:
         """Start the optimized compile once ``ready`` (a device buffer the first call
         produced, or None: now) is computed; a second start does nothing."""
-        from hlotrace import runtime
-
         if self.future is None and self.executable is None and not self.failed and not self.on_disk:
-            self.future = _executor().submit(_compile_after, ready, runtime._compile_now, *self._compile_args)
+            self.future = _executor().submit(_compile_after, ready, compiler.compile_now, self.target, self.module_text)
 
     def result(self):
         """The optimized Executable (waiting for the compile, started now if it was not; or
         loaded from the disk cache), counted, stored in the disk cache and kept in the
         in-process cache; None when XLA failed to compile it (warned once: the caller keeps
         running the quick executable)."""
-        from hlotrace import runtime
-
         if self.executable is not None or self.failed:
             return self.executable
         if self.on_disk:
             self.on_disk = False
-            pjrt, module_text, device, disabled = self._compile_args
-            self.fields, hit = runtime._load_from_disk(
-                pjrt, module_text, self.in_avals, self.out_avals, device, disabled
-            )
+            self.fields, hit = compiler.load_from_disk(self.target, self.module_text, self.in_avals, self.out_avals)
             if hit is not None:
                 return self._adopt(*hit, from_disk=True)
             # The entry went (evicted, or rejected as corrupted): compile it now.
@@ -134,16 +131,14 @@ class Upgrade:
                 f"the quickly compiled executable",
             )
             return None
-        runtime._counted_and_stored(loaded, seconds, self.fields)
+        compiler.count_and_store(self.target, loaded, seconds, self.fields)
         count("background_compiles")
         return self._adopt(loaded, seconds)
 
     def _adopt(self, loaded, seconds: float, from_disk: bool = False):
         """Keep the optimized executable (in-process cache, no longer pending); returns it."""
-        from hlotrace import runtime
-
-        exe = runtime._executable(loaded, self.device, self.in_avals, self.out_avals, seconds, from_disk)
-        self.executable = runtime._keep(self.key, exe)
+        exe = make_executable(loaded, self.device, self.in_avals, self.out_avals, seconds, from_disk)
+        self.executable = compiler.keep(self.key, exe)
         pending.pop(self.key, None)
         return self.executable
 
@@ -157,27 +152,24 @@ def compile_first(module_text: str, in_avals, out_avals, *, platform: str | None
     that a warm cache does not change the first call's results) and the Upgrade to the
     optimized one: at hand when cached, else compiled in a background thread once the
     caller has enqueued the first run (:meth:`Upgrade.start`)."""
-    from hlotrace import runtime
-
-    if not enabled(setting) or runtime.platform_name(platform) != "cpu":
-        return runtime.compile(module_text, in_avals, out_avals, platform=platform), None
-    device = runtime.default_device(platform)
-    disabled = runtime._passes_to_disable(module_text, platform, ())
-    key = runtime._cache_key(module_text, in_avals, out_avals, device, disabled)
-    pjrt = runtime.client(platform)
-    args = (pjrt, module_text, in_avals, out_avals, device, disabled)
-    quick = _quick(key, *args)
+    if not enabled(setting) or platform_name(platform) != "cpu":
+        return compiler.compile(module_text, in_avals, out_avals, platform=platform), None
+    device = default_device(platform)
+    disabled = compiler.passes_to_disable(module_text, platform, ())
+    key = compiler.cache_key(module_text, in_avals, out_avals, device, disabled)
+    target = Target(client(platform), (device,), disabled)
+    quick = _quick(key, target, module_text, in_avals, out_avals)
     if quick is None:  # this XLA refuses the options: one optimized compile
-        return runtime.compile(module_text, in_avals, out_avals, platform=platform), None
+        return compiler.compile(module_text, in_avals, out_avals, platform=platform), None
     upgrade = pending.get(key)
     if upgrade is None:
         _collect_finished()
-        upgrade = Upgrade(key, pjrt, module_text, device, disabled, in_avals, out_avals)
-        upgrade.executable = runtime._compile_cache.get(key)
+        upgrade = Upgrade(key, target, module_text, in_avals, out_avals)
+        upgrade.executable = compiler.EXECUTABLES.get(key)
         if upgrade.executable is None:
             # On disk: loaded by the second call (off the first call's path); else compiled
             # in the background after the first run.
-            upgrade.fields = runtime.disk_cache_key(*args) if cache.enabled() else None
+            upgrade.fields = target.key_fields(module_text, in_avals, out_avals) if cache.enabled() else None
             upgrade.on_disk = upgrade.fields is not None and cache.contains(upgrade.fields)
             pending[key] = upgrade
     return quick, upgrade
@@ -191,28 +183,24 @@ def _collect_finished() -> None:
         upgrade.result()
 
 
-def _quick(key, pjrt, module_text, in_avals, out_avals, device, disabled):
+def _quick(key, target: Target, module_text, in_avals, out_avals):
     """The quickly compiled executable: from the in-process cache, the disk cache, or XLA
     (then stored in both); None when this XLA refuses FAST_CPU_OPTIONS (warned once)."""
     import hlotrace.runtime.jaxlib_compat as jaxlib_compat
-    from hlotrace import runtime
 
     quick_key = (*key, "quick")
-    cached = runtime._cached(quick_key)
-    if cached is not None:
-        return cached
-    fields, hit = runtime._load_from_disk(pjrt, module_text, in_avals, out_avals, device, disabled, fast=True)
+    hit = compiler.cached(quick_key)
     if hit is not None:
-        loaded, seconds = hit
-        return runtime._keep(quick_key, runtime._executable(loaded, device, in_avals, out_avals, seconds, True))
+        return hit
+    quick = Target(target.pjrt, target.devices, target.disabled_xla_passes, fast=True)
     try:
-        loaded, seconds = runtime._compile_now(pjrt, module_text, device, disabled, fast=True)
+        loaded, seconds, from_disk = compiler.load_or_compile(
+            quick, module_text, in_avals, out_avals, counters=("fast_compiles", "fast_compile_seconds")
+        )
     except Exception as exc:
         if not jaxlib_compat.is_unknown_option_error(exc.__cause__ or exc):
             raise
         _warn_once("options", f"this XLA refuses the quick-compile options ({exc}); first calls compile optimized")
         return None
-    count("fast_compiles")
-    count("fast_compile_seconds", seconds)
-    runtime._store(loaded, fields)
-    return runtime._keep(quick_key, runtime._executable(loaded, device, in_avals, out_avals, seconds))
+    exe = make_executable(loaded, target.devices[0], in_avals, out_avals, seconds, from_disk)
+    return compiler.keep(quick_key, exe)

@@ -27,26 +27,21 @@ from hlotrace import spmd_hooks as _spmd
 from hlotrace.arguments import (
     ArrayArgument,
     flatten,
-    is_single_result,
-    make_rebuild,
-    output_structure,
     wrap_arrays,
 )
+from hlotrace.build import FIRST_CALLS as FIRST_CALLS  # (hlotrace.jit re-exports it)
+from hlotrace.build import build_entry, check_first_call
 from hlotrace.captures import CaptureGuard, check_mode
-from hlotrace.compiled import CompiledEntry, donation, produced_buffer, state_outputs, write_dump
-from hlotrace.errors import BackendError, TraceError
-from hlotrace.metrics import count
+from hlotrace.compiled import CompiledEntry
+from hlotrace.errors import TraceError
 from hlotrace.overrides import OVERRIDES as _OVERRIDES
 from hlotrace.overrides import override_token
 from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES_ENV
 from hlotrace.recording import RECORDER
 from hlotrace.source import user_location
 from hlotrace.tensor import Tensor
-from hlotrace.trace import Recorder, Trace
+from hlotrace.trace import Trace
 
-DUMP_ENV = "HLOTRACE_DUMP_TO"
-FIRST_CALL_ENV = "HLOTRACE_FIRST_CALL"
-FIRST_CALLS = ("eager", "compiled")  # also read by hlotrace.lowering.builder on a verifier failure
 _environ = os.environ
 FAST_KEYS = 64  # aval-identity keys remembered per traced function (see _remember_fast)
 
@@ -79,7 +74,7 @@ class TracedFunction:
     ):
         self.fn = fn
         self.explain_recompiles = explain_recompiles
-        self.first_call = _check_first_call(first_call)
+        self.first_call = check_first_call(first_call)
         self.tiered_compile = tiered_compile
         self._signatures: list[dict[str, str]] = []  # recompiles.describe() of each compiled signature
         self.capture_as_const = check_mode(capture_as_const)
@@ -200,9 +195,11 @@ class TracedFunction:
             recompiles.explain(getattr(self.fn, "__name__", "traced"), user_location(2), signature, self._signatures)
         snapshot = state.Snapshot(inputs)
         num_state = len(held.tensors) if held is not None else 0
+        name = getattr(self.fn, "__name__", "traced")
+        key = tuple(key)
         try:
-            result = self._record_and_compile(
-                tuple(key),
+            _, result = build_entry(
+                self.fn,
                 args,
                 kwargs,
                 inputs,
@@ -210,7 +207,15 @@ class TracedFunction:
                 snapshot,
                 pipeline,
                 placements,
-                holders,
+                name=name,
+                number=len(self._cache) + 1,
+                keep=lambda entry, recorder, flat: self._keep(
+                    key, name, holders, pipeline, inputs, entry, recorder, flat
+                ),
+                first_call=self.first_call,
+                capture_as_const=self.capture_as_const,
+                platform=self.platform,
+                tiered_compile=self.tiered_compile,
             )
             self._signatures.append(signature)
             return result
@@ -220,117 +225,18 @@ class TracedFunction:
             snapshot.restore()
             raise
 
-    def _record_and_compile(self, key, args, kwargs, inputs, donatable, snapshot, pipeline, placements, holders):
-        import hlotrace.runtime.tiered as tiered
-        from hlotrace import lowering, passes, runtime
-
-        name = getattr(self.fn, "__name__", "traced")
-        count("recordings")
-        # Implicit state the function reads (a random generator's key) becomes a late input,
-        # saved in the snapshot so that a failure puts it back too.
-        abstract = (self.first_call or _check_first_call(_environ.get(FIRST_CALL_ENV) or "eager")) == "compiled"
-        # A mesh spanning processes: no process holds the global values, record from shapes.
-        abstract = abstract or (_spmd.active and _spmd.spans_processes(inputs))
-        recorder = Recorder(
-            name=name, capture_as_const=self.capture_as_const, on_late_input=snapshot.add, abstract=abstract
-        )
-        # Every input is recorded as itself: the function reaches a tensor through its
-        # arguments, its holders, a GradManager's watch list or a tied module, and in-place
-        # updates and gradients must land in that very object, as they do eagerly.
-        grad_inputs = tuple(i for i, t in enumerate(inputs) if t.grad is not None)
-        grads = [inputs[i].grad for i in grad_inputs]
-        _refuse_aliased_grads(inputs, grads)
-        with recorder:
-            trace_inputs = recorder.trace.inputs
-            for tensor in (*inputs, *grads):
-                trace_inputs.append(recorder.add_input(tensor))
-            result = self.fn(*args, **kwargs)
-            outputs: list = []
-            template = output_structure(result, outputs)
-            num_results = len(outputs)
-            io = state_outputs(recorder, inputs, donatable, grad_inputs, snapshot, outputs)
-            recorder.set_outputs(outputs)
-        trace = recorder.trace
-        late = tuple(recorder.late_inputs)
-        # Many devices, else None: laid out as the inputs were when the call began (the
-        # eager recording may have changed them since: a .grad cleared by the optimizer).
-        spmd = placements is not None and _spmd.plan(trace, placements, io, num_results)
-        lowered = lowering.lower_trace(
-            trace,
-            name=name,
-            donate=donation(trace, len(inputs), io, pair_by_aval=not spmd),
-            spmd=spmd or None,
-            platform=runtime.platform_name(self.platform),  # its platform-scoped rules win
-        )
-        optimized = lowered
-        if pipeline:
-            dump = os.environ.get(DUMP_ENV)
-            stages = os.path.join(dump, f"{name}.{len(self._cache) + 1}.passes") if dump else None
-            optimized = passes.run(lowered, pipeline, dump_to=stages)
-        text = optimized.text()
-        if spmd:  # every process of a multi-process mesh must compile this same module
-            _spmd.agree_on_module(name, trace, text, spmd.devices)
-        upgrade = None  # a tiered first call's optimized executable, compiling meanwhile
-        try:
-            if abstract and not spmd:
-                executable, upgrade = tiered.compile_first(
-                    text, optimized.in_avals, optimized.out_avals, platform=self.platform, setting=self.tiered_compile
-                )
-            else:
-                executable = runtime.compile(
-                    text, optimized.in_avals, optimized.out_avals, platform=self.platform, spmd=spmd or None
-                )
-        except BackendError as exc:
-            raise BackendError(
-                f"{exc} (compiling {name}, {len(trace.records)} recorded ops, first called at "
-                f"{user_location(3)}; HLOTRACE_DUMP_TO=DIR keeps the lowered module, `hlotrace stages` shows "
-                f"every stage). Every parameter, optimizer state and .grad is as it was before the call."
-            ) from exc
-        stateless = not io.writes and not io.grad_writes and not grad_inputs and not late
-        entry = CompiledEntry(
-            trace,
-            lowered,
-            executable,
-            make_rebuild(template),
-            num_results,
-            None if stateless else io,
-            late,
-            optimized,
-            single=is_single_result(template),
-        )
+    def _keep(self, key, name, holders, pipeline, inputs, entry: CompiledEntry, recorder, flat: bool) -> None:
+        """Cache a new entry (build_entry calls it before the entry first runs): under its
+        full key, under its arguments' shapes and dtypes when ``flat``, and what it baked in."""
         self._cache[key] = entry
         if recorder.captured_tensors or recorder.called_modules:
             guard = self._guard or CaptureGuard(name, self.capture_as_const)
             guard.add(recorder, holders)
             self._guard = guard or None
-        if (
-            not kwargs
-            and entry.io is None
-            and not spmd
-            and not _OVERRIDES
-            and len(inputs) == len(args)
-            and all(type(a) is Tensor for a in args)
-        ):
+        if flat:
             self._flat_cache[(pipeline, *(k for t in inputs for k in (t.shape, t.dtype)))] = entry
             self._flat_entries.add(id(entry))
         self._last = entry
-        if dump_to := os.environ.get(DUMP_ENV):
-            write_dump(
-                dump_to, f"{name}.{len(self._cache)}", entry, lowered.text(), text if pipeline else None, upgrade
-            )
-        if abstract:
-            # The recording ran on shapes only and left placeholders in the state it updated:
-            # put every tensor back, then run the program like any later call (on the quickly
-            # compiled executable when tiered: the next call waits for the optimized one).
-            snapshot.restore()
-            result = None
-            try:
-                result = entry(inputs)
-            finally:
-                if upgrade is not None:
-                    entry.upgrade = upgrade
-                    upgrade.start(produced_buffer(result, inputs, entry.io))
-        return result
 
     def _remember_fast(self, raw_passes, args, entry: CompiledEntry) -> None:
         """Key ``entry`` by the identity of its argument buffers' avals (the hottest path),
@@ -432,27 +338,6 @@ def _pipeline_named(raw) -> str:
 
 
 _read_passes = _raw_environment_reader(PASSES_ENV)
-
-
-def _check_first_call(value: str | None) -> str | None:
-    if value is not None and value not in FIRST_CALLS:
-        raise TraceError(f"first_call must be 'eager' or 'compiled' (or ${FIRST_CALL_ENV}), not {value!r}")
-    return value
-
-
-def _refuse_aliased_grads(inputs, grads) -> None:
-    """A ``.grad`` that is itself an input, or shared by two inputs, cannot be one input
-    read and written back the way the eager run does: refuse it, naming the tensors."""
-    seen = {id(t): f"an input of shape {t.shape}" for t in inputs}
-    for owner, grad in zip((t for t in inputs if t.grad is not None), grads, strict=True):
-        other = seen.get(id(grad))
-        if other is not None:
-            raise TraceError(
-                f"the .grad of an input of shape {owner.shape} and dtype {owner.dtype} is also {other} "
-                f"(the same Tensor object); a compiled step cannot read and write it as both. "
-                f"Give each tensor its own .grad (e.g. g.detach() * 1) at {user_location(4)}"
-            )
-        seen[id(grad)] = f"the .grad of an input of shape {owner.shape}"
 
 
 def xla_trace(

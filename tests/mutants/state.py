@@ -1,7 +1,7 @@
 """Mutants of how a compiled step collects, reads, writes and restores state (issue 18).
 
 hlotrace/state.py (distinct inputs, snapshots), hlotrace/compiled.py (write-back, donation),
-hlotrace/jit.py (the cache key, the restore on failure) and the optimizer's state created
+hlotrace/traced.py (the cache key, the restore on failure), hlotrace/build.py (the restore after a shape-only recording) and the optimizer's state created
 inside a recording. Killed by tests/test_calling_conventions.py, tests/test_fault_paths.py
 and tests/test_train_step.py; run with ``make mutation ARGS="--only state --columns suite"``.
 """
@@ -11,6 +11,7 @@ from hlotrace.testing.mutation import Mutant
 STATE = "hlotrace/state.py"
 COMPILED = "hlotrace/compiled.py"
 JIT = "hlotrace/traced.py"
+BUILD = "hlotrace/build.py"
 OPTIMIZER = "hlotrace/optim/optimizer.py"
 TENSOR = "hlotrace/tensor.py"
 MODULE = "hlotrace/nn/module.py"
@@ -75,9 +76,9 @@ MUTANTS = [
     ),
     Mutant(
         id="abstract-recording-not-restored",
-        file=JIT,
-        find="            # compiled executable when tiered: the next call waits for the optimized one).\n            snapshot.restore()\n",
-        replace="            # compiled executable when tiered: the next call waits for the optimized one).\n",
+        file=BUILD,
+        find="        # compiled executable when tiered: the next call waits for the optimized one).\n        snapshot.restore()\n",
+        replace="        # compiled executable when tiered: the next call waits for the optimized one).\n",
         why="first_call='compiled' leaves shape-only placeholders in the state the recording updated",
     ),
     Mutant(

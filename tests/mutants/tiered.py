@@ -1,6 +1,6 @@
 """Mutants of tiered compilation (issue 20): the quick executable a ``first_call="compiled"``
 function's first call runs and the switch to the optimized one (hlotrace/runtime/tiered.py,
-the switch in hlotrace/compiled.py and hlotrace/jit.py, the options' fingerprint in
+the switch in hlotrace/compiled.py and hlotrace/build.py, the options' fingerprint in
 hlotrace/runtime/jaxlib_compat.py).
 
 Killed by tests/test_tiered_compile.py and tests/test_first_call.py (the second call must
@@ -13,15 +13,15 @@ from hlotrace.testing.mutation import Mutant
 
 TIERED = "hlotrace/runtime/tiered.py"
 COMPILED = "hlotrace/compiled.py"
-JIT = "hlotrace/traced.py"
+BUILD = "hlotrace/build.py"
 COMPAT = "hlotrace/runtime/jaxlib_compat.py"
 
 MUTANTS = [
     Mutant(
         id="upgrade-never-attached",
-        file=JIT,
-        find="                    entry.upgrade = upgrade\n",
-        replace="                    pass\n",
+        file=BUILD,
+        find="                entry.upgrade = upgrade\n",
+        replace="                pass\n",
         why="the entry is never told of the optimized executable: every call runs the quick one",
     ),
     Mutant(

@@ -329,7 +329,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None):
         return matmul(softmax(scores, axis=-1), v)
 
 
-# -- families whose public functions live beside their OpDefs (each ops file's __all__) ----
+# -- families whose public functions live beside their OpDefs (each family's __all__) -------
 # Last: the layers below (Tensor's operators, the op families' VJPs) call these functions
 # through hlotrace.namespace.F, which this binds (they never import this module).
 import sys as _sys  # noqa: E402
@@ -339,19 +339,9 @@ from hlotrace.losses import *  # noqa: E402, F403
 from hlotrace.megengine_names import *  # noqa: E402, F403
 from hlotrace.namespace import F as _late_functions  # noqa: E402
 from hlotrace.nn_functional import *  # noqa: E402, F403
-from hlotrace.ops.activation import *  # noqa: E402, F403
-from hlotrace.ops.barrier import *  # noqa: E402, F403
-from hlotrace.ops.bitwise import *  # noqa: E402, F403
-from hlotrace.ops.control_flow import *  # noqa: E402, F403
-from hlotrace.ops.conv import *  # noqa: E402, F403
-from hlotrace.ops.gather import *  # noqa: E402, F403
-from hlotrace.ops.generator import *  # noqa: E402, F403
-from hlotrace.ops.layout import *  # noqa: E402, F403
-from hlotrace.ops.math import *  # noqa: E402, F403
-from hlotrace.ops.normalization import *  # noqa: E402, F403
-from hlotrace.ops.pooling import *  # noqa: E402, F403
-from hlotrace.ops.random import *  # noqa: E402, F403
-from hlotrace.ops.scan import *  # noqa: E402, F403
-from hlotrace.ops.sorting import *  # noqa: E402, F403
+from hlotrace.ops import FAMILY_MODULES as _FAMILY_MODULES  # noqa: E402
+
+for _family in _FAMILY_MODULES:
+    globals().update({_name: getattr(_family, _name) for _name in getattr(_family, "__all__", ())})
 
 _late_functions.bind(_sys.modules[__name__])

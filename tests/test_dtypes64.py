@@ -9,7 +9,7 @@ import pytest
 
 import hlotrace as ht
 import hlotrace.functional as F
-import hlotrace.lowering.rules.reduction as reduction_rules
+import hlotrace.lowering.rules.reduction.basic as reduction_rules
 from hlotrace import dtypes as dt
 from hlotrace.jit import xla_trace
 from hlotrace.lowering import hlo, lower_trace

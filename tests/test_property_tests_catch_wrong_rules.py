@@ -11,7 +11,7 @@ directly, a constant stored as a splat because 0.0 == -0.0).
 import numpy as np
 import pytest
 
-import hlotrace.lowering.rules.reduction as reduction_rules
+import hlotrace.lowering.rules.reduction.basic as reduction_rules
 from hlotrace import dtypes as dt
 from hlotrace.lowering import hlo
 from hlotrace.lowering.registry import RULES

@@ -13,7 +13,9 @@ from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.registry import Aval, OpDef, register_op
 
-__all__ = ["sharding_constraint"]
+# No user function in hlotrace.functional: users constrain shardings through hlotrace.distributed
+# (a mesh spec), which calls sharding_constraint below.
+__all__: list[str] = []
 
 FAMILY = "distributed"
 

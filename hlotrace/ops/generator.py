@@ -23,6 +23,8 @@ from hlotrace.ops.registry import OPS
 from hlotrace.recording import current_recorder, draws_refused, register_implicit
 from hlotrace.tensor import Tensor, tensor
 
+FAMILY = "random"  # the draws of the random family's ops (hlotrace.functional exposes __all__)
+
 __all__ = ["dropout", "normal", "permutation", "randint", "uniform"]
 
 

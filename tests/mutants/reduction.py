@@ -1,10 +1,11 @@
-"""Mutants of hlotrace/lowering/rules/reduction.py (see TESTING.md)."""
+"""Mutants of hlotrace/lowering/rules/reduction/ and of the VJPs in hlotrace/ops/reduction/statistics.py
+(see TESTING.md)."""
 
 from hlotrace.testing.mutation import Mutant
 
-FILE = "hlotrace/lowering/rules/reduction.py"
-STATISTICS = "hlotrace/lowering/rules/statistics.py"
-STATISTICS_OPS = "hlotrace/ops/statistics.py"
+FILE = "hlotrace/lowering/rules/reduction/basic.py"
+STATISTICS = "hlotrace/lowering/rules/reduction/statistics.py"
+STATISTICS_OPS = "hlotrace/ops/reduction/statistics.py"
 
 MUTANTS = [
     Mutant(
@@ -147,7 +148,7 @@ MUTANTS = [
         why="float max starts from +inf and min from -inf (identities swapped)",
         ops=("max", "min"),
     ),
-    # -- any, all, prod, var, logsumexp (hlotrace/ops/statistics.py and its rules) --
+    # -- any, all, prod, var, logsumexp (hlotrace/ops/reduction/statistics.py and its rules) --
     Mutant(
         id="any-starts-true",
         file=STATISTICS,

@@ -1,10 +1,10 @@
-"""Mutants of hlotrace/lowering/rules/scan.py and of the scan VJPs in hlotrace/ops/scan.py
+"""Mutants of hlotrace/lowering/rules/cumulative.py and of the scan VJPs in hlotrace/ops/cumulative.py
 (see TESTING.md)."""
 
 from hlotrace.testing.mutation import Mutant
 
-FILE = "hlotrace/lowering/rules/scan.py"
-OPS_FILE = "hlotrace/ops/scan.py"
+FILE = "hlotrace/lowering/rules/cumulative.py"
+OPS_FILE = "hlotrace/ops/cumulative.py"
 
 MUTANTS = [
     Mutant(

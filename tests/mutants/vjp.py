@@ -7,7 +7,7 @@ float64, compiled vs eager gradients); run with ``make mutation ARGS="--only vjp
 from hlotrace.testing.mutation import Mutant
 
 ELEMENTWISE = "hlotrace/ops/elementwise.py"
-REDUCTION = "hlotrace/ops/reduction.py"
+REDUCTION = "hlotrace/ops/reduction/basic.py"
 LINALG = "hlotrace/ops/linalg.py"
 SHAPE = "hlotrace/ops/shape.py"
 ENGINE = "hlotrace/autodiff.py"

@@ -7,6 +7,7 @@ from hlotrace.lowering.rules import (  # noqa: F401
     control_flow,
     conv,
     creation,
+    cumulative,
     distributed,
     elementwise,
     gather,
@@ -19,7 +20,6 @@ from hlotrace.lowering.rules import (  # noqa: F401
     pooling,
     random,
     reduction,
-    scan,
     shape,
     sorting,
 )

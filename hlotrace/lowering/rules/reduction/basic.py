@@ -1,4 +1,4 @@
-"""Lowering rules for hlotrace/ops/reduction.py.
+"""Lowering rules for sum, max, min and mean (hlotrace/ops/reduction/basic.py).
 
 Each reduction is one ``stablehlo.reduce`` over the recorded (normalized) axes, computed in
 :func:`hlotrace.ops.reduction.accumulation_dtype` and converted to the result dtype once;
@@ -14,7 +14,7 @@ import numpy as np
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
 from hlotrace.lowering.registry import rule
-from hlotrace.ops.reduction import accumulation_dtype, reduced_shape
+from hlotrace.ops.reduction.basic import accumulation_dtype, reduced_shape
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 
@@ -93,6 +93,3 @@ def _reduction(op_name: str):
 
 for _name in _COMBINERS:
     rule(_name)(_reduction(_name))
-
-
-import hlotrace.lowering.rules.statistics  # noqa: E402, F401  (rules of ops/statistics.py)

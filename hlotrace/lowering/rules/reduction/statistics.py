@@ -1,7 +1,7 @@
-"""Lowering rules for hlotrace/ops/statistics.py (imported by rules/reduction.py).
+"""Lowering rules for hlotrace/ops/reduction/statistics.py.
 
 any/all reduce ``x != 0`` with OR/AND; prod is one multiplying ``stablehlo.reduce`` in
-:func:`hlotrace.ops.statistics.compute_dtype`; var takes two passes (the mean, then the
+:func:`hlotrace.ops.reduction.statistics.compute_dtype`; var takes two passes (the mean, then the
 squared deviations from it); logsumexp shifts by the slice's max (0 where that is not
 finite: a NaN the max skips on XLA:CPU's vectorized path still reaches the sum).
 """
@@ -15,10 +15,10 @@ import numpy as np
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
 from hlotrace.lowering.registry import rule
-from hlotrace.lowering.rules.reduction import reduce
-from hlotrace.ops.reduction import reduced_shape
+from hlotrace.lowering.rules.reduction.basic import reduce
+from hlotrace.ops.reduction.basic import reduced_shape
+from hlotrace.ops.reduction.statistics import compute_dtype
 from hlotrace.ops.registry import Aval
-from hlotrace.ops.statistics import compute_dtype
 from hlotrace.runtime.jaxlib_compat import stablehlo
 
 

@@ -1,4 +1,4 @@
-"""Lowering rules for hlotrace/ops/scan.py.
+"""Lowering rules for hlotrace/ops/cumulative.py (cumsum, cumprod: the "scan" family).
 
 A scan along an axis of length n is one ``stablehlo.reduce_window`` with a window of n
 elements along that axis, stride 1, and n - 1 elements of padding before it (after it
@@ -15,8 +15,8 @@ import numpy as np
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
 from hlotrace.lowering.registry import rule
+from hlotrace.ops.cumulative import accumulation_dtype
 from hlotrace.ops.registry import Aval
-from hlotrace.ops.scan import accumulation_dtype
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 
 

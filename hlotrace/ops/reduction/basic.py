@@ -1,21 +1,5 @@
-"""Reductions: sum, max, min, mean over ``axis`` (int, tuple or None = all), with ``keepdims``.
-(any, all, prod, var, std and logsumexp live in :mod:`hlotrace.ops.statistics`, imported at
-the end of this file so that they register with this family.)
-
-NumPy semantics with hlotrace's dtype rules (:mod:`hlotrace.dtypes`):
-
-- ``sum`` of bool/int32 gives int32 and wraps on overflow (NumPy: int64), of int64 int64
-  (wrapping too); float sums keep their dtype. ``sum`` over nothing is 0.
-- ``mean`` of bool/int32 gives float32 (NumPy: float64), of int64 float64; floats keep
-  their dtype. ``mean`` over nothing is NaN.
-- ``max``/``min`` keep the dtype (on bool they are any/all), NaN propagates, and reducing an
-  axis of length 0 is an error, as in NumPy (no identity).
-
-float16/bfloat16 sums and means accumulate in float32 and round once at the end (NumPy
-does this for float16 ``mean``; hlotrace does it for ``sum`` too so that accumulation order
-rarely decides the last bit); float64 and int64 (and the mean of int64) accumulate in
-64 bits. The lowering rules do the same.
-"""
+"""sum, max, min and mean (semantics in :mod:`hlotrace.ops.reduction`), and the helpers the
+family's other ops and lowering rules share."""
 
 from __future__ import annotations
 
@@ -26,6 +10,7 @@ import numpy as np
 from hlotrace import dtypes as dt
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axes
+from hlotrace.ops.reduction.samples import reduce_sample
 from hlotrace.ops.registry import Aval, OpDef, register_op
 
 FAMILY = "reduction"
@@ -100,60 +85,6 @@ def _mean_reference(x, *, axis, keepdims):
     return total / acc.type(count)
 
 
-def _elements(s, op, dtype):
-    if dtype in dt.FLOATING and op in ("sum", "mean"):
-        # Exact partial sums (multiples of 1/16 up to 10): accumulation order (NumPy
-        # pairwise vs XLA's tree) cannot change the result, so the default tolerance holds
-        # and a mismatch is a bug. No boundary values: their sums would round.
-        return s.values(dtype, grid_bits=4, boundary_rate=0.0, special_rate=1 / 16)
-    if dtype in dt.FLOATING:
-        return s.values(dtype, special_rate=1 / 16)
-    if dtype in dt.INTEGER and op == "mean":
-        # Small enough to sum exactly in float32, even over a 4200-long axis.
-        return s.values(dtype, -1000, 1000)
-    # sum: the full integer range exercises wraparound; max/min: the extremes, their start values.
-    return None
-
-
-def _range_end(op, dtype):
-    """The value at the end of ``dtype``'s range that max (min) starts from."""
-    if dtype in dt.FLOATING:
-        return -np.inf if op == "max" else np.inf
-    info = np.iinfo(dtype)
-    return int(info.min) if op == "max" else int(info.max)
-
-
-def _sample(s, op):
-    @s.st.composite
-    def sample(draw):
-        dtype = draw(s.dtypes(s.ALL))
-        elements = _elements(s, op, dtype)
-        rng = s.generator(draw)
-        if rng.random() < 1 / 5:
-            # A reduced slice of 4096+ elements: XLA:CPU reduces those on vectorized paths
-            # (YNNPACK), where float max/min skip NaN unless the rule guards against it.
-            length = int(rng.integers(4096, 4201))
-            shape = (length,) if rng.random() < 0.5 else (int(rng.integers(1, 3)), length)
-            axis = (None, -1, len(shape) - 1, tuple(range(len(shape))))[rng.integers(0, 4)]
-            x = draw(s.long_arrays(dtype, shape, elements))
-        else:
-            shape = s.random_shape(rng)
-            axis = draw(s.axis_choice(len(shape)))
-            if op in ("max", "min"):
-                # Empty max/min is an error (tested on its own); keep zero-size dims elsewhere.
-                reduced = normalize_axes(axis, len(shape))
-                shape = tuple(max(d, 1) if i in reduced else d for i, d in enumerate(shape))
-            if op in ("max", "min") and dtype != dt.bool_ and rng.random() < 1 / 5:
-                # Slices of nothing but the dtype's lowest (max) or highest (min) value: a
-                # start value one step inside the range is wrong only there.
-                extreme = _range_end(op, dtype)
-                elements = s.values(dtype, boundary_rate=1.0, special_rate=0.0, edges=(extreme,))
-            x = draw(s.arrays(dtype, shape, elements))
-        return s.OpSample((x,), {"axis": axis, "keepdims": draw(s.st.booleans())})
-
-    return sample()
-
-
 def _spread(ct, x, axis, keepdims):
     """ct (the reduction's cotangent) broadcast back over the reduced dims of x."""
     if not keepdims:
@@ -201,11 +132,8 @@ for _name, (_reference, _doc) in _REFERENCES.items():
             reference=_reference,
             infer=_infer(_name),
             canonicalize=_canonicalize,
-            sample=lambda s, _n=_name: _sample(s, _n),
+            sample=lambda s, _n=_name: reduce_sample(s, _n),
             vjp=_VJPS[_name],
             doc=_doc,
         )
     )
-
-
-import hlotrace.ops.statistics  # noqa: E402, F401  (registers any, all, prod, var, logsumexp)

@@ -1,4 +1,5 @@
-"""Scans: cumsum and cumprod (inclusive prefix sums and products along an axis).
+"""Cumulative sums and products: cumsum and cumprod (inclusive prefix sums and products along
+an axis). Their family is named "scan" (``OpDef.family``, ``hlotrace rules``, tests/mutants/scan.py).
 
 Semantics (each op's reference below is the definition the lowering rules must match):
 
@@ -18,10 +19,6 @@ Semantics (each op's reference below is the definition the lowering rules must m
 VJPs: cumsum's is the reverse cumsum of the cotangent. cumprod's is zero-safe: up to the
 first zero of a scanned slice it is ``reverse_cumsum(ct * out) / x``; at the first zero it
 is the reverse cumsum of ``ct`` times the products with that zero taken as 1; after it 0.
-
-This file also re-exports the reductions added with the scans (any, all, prod, var, std,
-logsumexp; defined in :mod:`hlotrace.ops.statistics`), so that ``hlotrace.functional``'s
-star-import of this family provides ``F.prod`` and the others.
 """
 
 from __future__ import annotations
@@ -33,11 +30,10 @@ from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axis
 from hlotrace.ops.registry import Aval, OpDef, get_op, register_op
-from hlotrace.ops.statistics import all, any, logsumexp, prod, std, var  # noqa: A004  (the ops' names)
 
 FAMILY = "scan"
 
-__all__ = ["all", "any", "cumprod", "cumsum", "logsumexp", "prod", "std", "var"]
+__all__ = ["cumprod", "cumsum"]
 
 _TARGETS = (dt.int32, dt.int64, *dt.FLOATING)  # admitted cumsum dtype= values
 

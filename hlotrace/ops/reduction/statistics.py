@@ -1,7 +1,5 @@
 """More reductions: any, all, prod, var, logsumexp (primitives) and std (a composite),
-over ``axis`` (int, tuple or None = all) with ``keepdims``, like :mod:`.reduction`'s.
-Registered through :mod:`hlotrace.ops.reduction` (which imports this module); the public
-functions reach ``hlotrace.functional`` through :mod:`hlotrace.ops.scan`'s ``__all__``.
+over ``axis`` (int, tuple or None = all) with ``keepdims``, like sum's (:mod:`hlotrace.ops.reduction`).
 
 Semantics (each op's reference below is the definition the lowering rules must match):
 
@@ -41,23 +39,11 @@ from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axes
-from hlotrace.ops.reduction import accumulation_dtype, reduced_shape
+from hlotrace.ops.reduction.basic import FAMILY, _spread, accumulation_dtype, reduced_shape
+from hlotrace.ops.reduction.samples import statistics_sample
 from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, get_op, register_op
 
-FAMILY = "reduction"
-
 __all__ = ["all", "any", "logsumexp", "prod", "std", "var"]
-
-# The primary dtypes each op's property test is split by (every dtype the op admits is
-# accepted): the kinds and accumulation paths each op has, without repeating the ones
-# whose rules differ only in element types, to keep the generated tests' time down.
-SAMPLE_DTYPES = {
-    "any": (dt.bool_, dt.int32, dt.float16, dt.float32),
-    "all": (dt.bool_, dt.int32, dt.float16, dt.float32),
-    "prod": (dt.bool_, dt.int32, dt.int64, dt.float16, dt.bfloat16, dt.float32),
-    "var": (dt.bool_, dt.int32, dt.float16, dt.float32, dt.float64),
-    "logsumexp": dt.FLOATING,
-}
 
 
 def _canonicalize(name):
@@ -153,13 +139,6 @@ def _logsumexp_reference(x, *, axis, keepdims):
 # -- VJPs -----------------------------------------------------------------------------------
 
 
-def _spread(ct, x, axis, keepdims):
-    """ct (the reduction's cotangent) broadcast back over the reduced dims of x."""
-    if not keepdims:
-        ct = F.reshape(ct, reduced_shape(x.shape, axis, True))
-    return F.broadcast_to(ct, x.shape)
-
-
 def _prod_vjp(ct, out, x, *, axis, keepdims):
     if not axis:
         return (ct,)
@@ -195,88 +174,6 @@ def _logsumexp_vjp(ct, out, x, *, axis, keepdims):
     return (F.multiply(_spread(ct, x, axis, keepdims), F.exp(F.subtract(x, _spread(out, x, axis, keepdims)))),)
 
 
-# -- samples --------------------------------------------------------------------------------
-
-
-def _elements(s, name, dtype, rng):
-    if name in ("any", "all"):
-        if dtype == dt.bool_ or rng.random() < 1 / 2:
-            return None  # the default values: mostly non-zero, specials and boundaries
-        return s.values(dtype, -1, 1, grid_bits=0 if dtype in dt.FLOATING else None)  # many zeros
-    if name == "prod":
-        # Multiples of 1/4 up to 4 (4 significant bits): products stay exact in any order.
-        return s.values(dtype, -4.0, 4.0, grid_bits=2, boundary_rate=0.0) if dtype in dt.FLOATING else None
-    if name == "var":
-        if dtype in dt.FLOATING:  # exact sums (multiples of 1/16), as sum's samples
-            return s.values(dtype, grid_bits=4, boundary_rate=0.0, special_rate=1 / 16)
-        return s.values(dtype, -1000, 1000) if dtype in dt.INTEGER else None
-    if rng.random() < 1 / 4:  # logsumexp: slices where no element dominates
-        return s.values(dtype, -2.0, 2.0, special_rate=1 / 32)
-    return s.values(dtype, special_rate=1 / 16)
-
-
-def _long(s, draw, rng, name, dtype, elements):
-    shape = (int(rng.integers(4096, 4201)),)
-    if rng.random() < 1 / 2:
-        shape = (int(rng.integers(1, 3)), *shape)
-    axis = (None, -1, len(shape) - 1, tuple(range(len(shape))))[rng.integers(0, 4)]
-    if name == "prod" and dtype in dt.FLOATING:
-        # ±1 but at 1-4 planted values (NaN, inf, 0 among them): exact in any order.
-        x = rng.choice(np.array([1.0, -1.0]), shape)
-        planted = int(rng.integers(1, 5))
-        special = s.values(dtype, -4.0, 4.0, grid_bits=2, boundary_rate=0.0, special_rate=1 / 2)
-        x.flat[rng.integers(0, x.size, planted)] = special.draw(rng, planted)
-        return x.astype(dtype), axis
-    return draw(s.long_arrays(dtype, shape, elements)), axis
-
-
-def _offset(rng, name, dtype, x):
-    """Slices far from 0: var's one-pass formula cancels there, logsumexp's exp overflows."""
-    if name == "var" and dtype in (dt.float32, dt.float64):
-        offset = float(rng.choice([1e3, -1e3] if dtype == dt.float32 else [1e3, 1e6, -1e9]))
-    elif name == "logsumexp":
-        magnitudes = (100.0, 1e4) if dtype.itemsize == 2 else (100.0, 1e4, 1e30)
-        offset = float(rng.choice([-1.0, 1.0])) * float(rng.choice(magnitudes))
-    else:
-        return x
-    with np.errstate(over="ignore", invalid="ignore"):
-        return (x.astype(np.float64) + offset).astype(dtype)
-
-
-def _sample(name):
-    def strategy(s):
-        @s.st.composite
-        def sample(draw):
-            dtype = draw(s.dtypes(SAMPLE_DTYPES[name]))
-            rng = s.generator(draw)
-            elements = _elements(s, name, dtype, rng)
-            if rng.random() < 1 / 8:
-                x, axis = _long(s, draw, rng, name, dtype, elements)
-            elif name == "prod" and dtype in (dt.float16, dt.bfloat16) and rng.random() < 1 / 4:
-                # 64-128 factors 1 + k/64: rounding each step to the half dtype drifts by
-                # several ulp from float32's product rounded once.
-                shape = (int(rng.integers(1, 5)), int(rng.integers(64, 129)))
-                x = (1 + rng.integers(-16, 17, shape) / 64).astype(dtype)
-                axis = (None, -1, 1)[rng.integers(0, 3)]
-            else:
-                shape = s.random_shape(rng)
-                axis = draw(s.axis_choice(len(shape)))
-                x = draw(s.arrays(dtype, shape, elements))
-                if name == "prod" and dtype in dt.FLOATING and rng.random() < 1 / 4:
-                    x = np.where(rng.random(x.shape) < 1 / 4, 0.0, x).astype(dtype)  # zeros: the VJP
-                if rng.random() < 1 / 6:
-                    x = _offset(rng, name, dtype, x)
-            attrs = {"axis": axis, "keepdims": bool(rng.random() < 0.5)}
-            if name == "var":
-                pick = rng.random()
-                attrs["ddof"] = 0 if pick < 1 / 2 else 1 if pick < 3 / 4 else int(rng.integers(2, 7))
-            return s.OpSample((x,), attrs)
-
-        return sample()
-
-    return strategy
-
-
 _OPS = {
     "any": (_any_reference, NOT_DIFFERENTIABLE, "whether any element along axis is != 0 (NaN counts); bool"),
     "all": (_all_reference, NOT_DIFFERENTIABLE, "whether every element along axis is != 0 (NaN counts); bool"),
@@ -305,7 +202,7 @@ for _name, (_reference, _vjp, _doc) in _OPS.items():
             reference=_reference,
             infer=_infer(_name),
             canonicalize=_canonicalize(_name),
-            sample=_sample(_name),
+            sample=statistics_sample(_name),
             vjp=_vjp,
             doc=_doc,
         )

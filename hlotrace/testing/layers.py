@@ -54,7 +54,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("lowering", ("hlotrace.lowering",)),
     ("passes", ("hlotrace.passes",)),
     ("runtime", ("hlotrace.runtime",)),
-    ("compiled", ("hlotrace.compiled", "hlotrace.arguments", "hlotrace.state", "hlotrace.recompiles")),
+    (
+        "compiled",
+        ("hlotrace.compiled", "hlotrace.build", "hlotrace.arguments", "hlotrace.state", "hlotrace.recompiles"),
+    ),
     ("jit", ("hlotrace.traced", "hlotrace.partial", "hlotrace.jit", "hlotrace.captures")),
     (
         "plug-ins",

@@ -232,7 +232,9 @@ def print_header(title: str, module: str, argv: list[str]) -> None:
 
 
 def small_requested(argv: list[str]) -> bool:
-    return "--small" in argv or os.environ.get(SMALL_ENV, "").strip() not in ("", "0")
+    from hlotrace import config  # imported where used, as this module imports every hlotrace module
+
+    return "--small" in argv or config.get(SMALL_ENV)
 
 
 def block_tensor(tensor):

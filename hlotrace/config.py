@@ -195,6 +195,12 @@ VARIABLES: dict[str, Variable] = {
             "`eager`", ("eager", "compiled", "Compiled"), ("lazy", "1"),
         ),
         Variable(
+            "HLOTRACE_EAGER", "numpy\\|device", _choice("numpy", "device"), "numpy",
+            "the engine of eager ops (read when hlotrace is imported): each op's NumPy reference on the host, or a "
+            "cached one-op executable on the device",
+            "`numpy`", ("numpy", "device", "Device"), ("gpu", "numpy,device"),
+        ),
+        Variable(
             "HLOTRACE_TIERED_COMPILE", _ON_OFF, parse_bool, False,
             "with `first_call=\"compiled\"` on the CPU: the first call runs a quickly compiled executable while the "
             "optimized one compiles in the background",
@@ -334,7 +340,14 @@ def unknown(environ=None) -> dict[str, str | None]:
     """Every ``HLOTRACE_*`` name in ``environ`` (default: this process's) declared nowhere
     here, with the declared name closest to it (or None)."""
     names = [k for k in (os.environ if environ is None else environ) if k.startswith(PREFIX) and k not in VARIABLES]
-    return {n: next(iter(difflib.get_close_matches(n, VARIABLES, n=1, cutoff=0.6)), None) for n in names}
+    return {n: _closest(n) for n in names}
+
+
+def _closest(name: str) -> str | None:
+    # Compared without the prefix every name shares, which would make any two look alike.
+    suffixes = [known[len(PREFIX) :] for known in VARIABLES]
+    match = difflib.get_close_matches(name[len(PREFIX) :], suffixes, n=1, cutoff=0.6)
+    return PREFIX + match[0] if match else None
 
 
 def warn_unknown() -> None:
@@ -349,7 +362,7 @@ def warn_unknown() -> None:
             f"hlotrace reads no such environment variable: {', '.join(parts)}; "
             "`python -m hlotrace.config` lists those it reads",
             UnknownVariableWarning,
-            stacklevel=3,
+            stacklevel=2,
         )
 
 

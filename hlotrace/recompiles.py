@@ -16,8 +16,8 @@ structural key or tensors, the aliasing of arguments, the pass pipeline).
 from __future__ import annotations
 
 import logging
-import os
 
+from hlotrace import config
 from hlotrace.tensor import Tensor
 
 ENV = "HLOTRACE_EXPLAIN_RECOMPILES"
@@ -28,7 +28,7 @@ MAX_LINES = 8  # differences shown per warning
 def enabled(option: bool | None) -> bool:
     if option is not None:
         return option
-    return os.environ.get(ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+    return config.get(ENV)
 
 
 def _aval(t: Tensor) -> str:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+from hlotrace import config
 from hlotrace.runtime.cache import CACHE_DIR_ENV
 from hlotrace.testing.check import SEED_ENV, base_seed
 
@@ -28,7 +29,7 @@ SESSION_CACHE_ENV = "HLOTRACE_TEST_SESSION_CACHE"
 
 
 def _private_compile_cache() -> str | None:
-    if os.environ.get(CACHE_DIR_ENV, "").strip():
+    if config.is_set(CACHE_DIR_ENV):
         return None  # the user's choice, or the xdist controller's directory
     path = tempfile.mkdtemp(prefix="hlotrace-test-cache-")  # mode 0700, as the cache wants
     os.environ[CACHE_DIR_ENV] = os.environ[SESSION_CACHE_ENV] = path
@@ -65,7 +66,7 @@ def _ignore_literals_of_local_modules() -> None:
 
 
 _ignore_literals_of_local_modules()
-PROFILE = os.environ.get(PROFILE_ENV, "ci")
+PROFILE = config.get(PROFILE_ENV)  # ci unless set; a ConfigError names a profile that does not exist
 settings.load_profile(PROFILE)
 BASE_SEED = base_seed(PROFILE)
 

@@ -24,6 +24,7 @@ import threading
 import time
 import traceback
 
+from hlotrace import config
 from hlotrace.errors import HlotraceError, TraceError
 
 COORDINATOR_ENV = "HLOTRACE_COORDINATOR"
@@ -55,33 +56,14 @@ _STATE = _State()
 
 
 def timeout_s() -> int:
-    text = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not text:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise HlotraceError(f"{TIMEOUT_ENV}={text!r}: expected a positive number of seconds")
-    return max(1, round(value))
+    return max(1, round(config.get(TIMEOUT_ENV)))
 
 
 def _from_environment(coordinator_address, num_processes, process_id):
-    env = os.environ
-    coordinator_address = coordinator_address or env.get(COORDINATOR_ENV, "").strip() or None
-    if num_processes is None and env.get(NUM_PROCESSES_ENV, "").strip():
-        num_processes = _int_setting(NUM_PROCESSES_ENV, env[NUM_PROCESSES_ENV])
-    if process_id is None and env.get(PROCESS_ID_ENV, "").strip():
-        process_id = _int_setting(PROCESS_ID_ENV, env[PROCESS_ID_ENV])
+    coordinator_address = coordinator_address or config.get(COORDINATOR_ENV)
+    num_processes = config.get(NUM_PROCESSES_ENV) if num_processes is None else num_processes
+    process_id = config.get(PROCESS_ID_ENV) if process_id is None else process_id
     return coordinator_address, num_processes, process_id
-
-
-def _int_setting(name: str, text: str) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise HlotraceError(f"{name}={text!r}: expected an integer") from None
 
 
 def _split_address(address: str) -> tuple[str, int]:

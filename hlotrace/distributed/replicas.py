@@ -20,18 +20,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import weakref
 
 import numpy as np
 
 import hlotrace.distributed.process as process
+from hlotrace import config
 from hlotrace.errors import HlotraceError
 from hlotrace.tensor import AbstractValue, Tensor
 from hlotrace.versions import VERSIONS
 
 CHECK_ENV = "HLOTRACE_DIST_CHECK"
-_OFF = frozenset({"off", "0", "false", "no"})
 SHOWN = 12  # differing tensors listed in an error (then a count of the rest)
 CHUNK = 1 << 20  # characters per key-value entry when broadcasting (base64 text)
 FIX = (
@@ -55,7 +54,7 @@ class ReplicaMismatch(HlotraceError):
 
 
 def enabled() -> bool:
-    return os.environ.get(CHECK_ENV, "").strip().lower() not in _OFF
+    return config.get(CHECK_ENV)
 
 
 # -- which tensors every process holds whole --------------------------------------------------

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import hlotrace.lowering.hlo as hlo
 import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+from hlotrace import config
 from hlotrace.errors import LoweringError
 from hlotrace.lowering.registry import RULES, LoweringRuleContext, lowering_for, rule_for
 from hlotrace.ops.registry import Aval
@@ -156,7 +157,7 @@ def _verify(module: ir.Module, trace: Trace, name: str) -> None:
         index = len(trace.records) - 1
         record = trace.records[index]
         last = f"; the last op lowered was record {index} {record.op!r}{_at(record)}"
-    directory = os.environ.get(DUMP_ENV)
+    directory = config.get(DUMP_ENV)
     if directory:
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, f"{name}.unverified.mlir")

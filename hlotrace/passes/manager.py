@@ -17,10 +17,11 @@ import time
 from dataclasses import dataclass, replace
 
 import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+from hlotrace import config
 from hlotrace.errors import PassError
 from hlotrace.passes.op_count import count_ops
 from hlotrace.passes.options import check_options
-from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES, PASSES_ENV, PassDef
+from hlotrace.passes.registry import PASSES, PASSES_ENV, PassDef
 from hlotrace.runtime.jaxlib_compat import ir
 
 DUMP_ENV = "HLOTRACE_DUMP_TO"
@@ -133,7 +134,7 @@ def resolve(passes: str | None) -> str:
     """The pipeline to run: ``passes`` when given, else $HLOTRACE_PASSES, else the default."""
     if passes is not None:
         return passes
-    return os.environ.get(PASSES_ENV, DEFAULT_PIPELINE)
+    return config.get(PASSES_ENV)
 
 
 def run(lowered, pipeline: str | tuple = "", *, dump_to: str | None = None):
@@ -204,7 +205,7 @@ def _check(module: ir.Module, signature: str) -> str:
 
 
 def _dump_failure(dump_to, number: int, spec: PassSpec, before, module: ir.Module) -> str:
-    directory = dump_to or os.environ.get(DUMP_ENV) or tempfile.mkdtemp(prefix="hlotrace-pass-")
+    directory = dump_to or config.get(DUMP_ENV) or tempfile.mkdtemp(prefix="hlotrace-pass-")
     os.makedirs(directory, exist_ok=True)
     stem = os.path.join(directory, f"{number:02d}.{spec.name}")
     with open(f"{stem}.before.mlir", "w") as f:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import hlotrace.passes.options as checks
+from hlotrace import config
 
 PassFn = Callable[..., None]
 
@@ -30,7 +31,7 @@ PASSES_ENV = "HLOTRACE_PASSES"
 # What xla_trace runs when neither passes= nor $HLOTRACE_PASSES says otherwise; each pass
 # earns its place in BENCHMARKS.md ("Passes"): simplify and cse shrink the module, and
 # elide-guards + fuse-reductions make the NaN-exact softmax as fast as jax.jit's.
-DEFAULT_PIPELINE = "simplify,elide-guards,cse,fuse-reductions"
+DEFAULT_PIPELINE = config.VARIABLES[PASSES_ENV].default  # declared in hlotrace/config.py
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,10 @@ the driver returns. Where a jaxlib lacks those bindings (or with
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable
 
 import hlotrace.runtime.jaxlib_compat as jaxlib_compat
-from hlotrace.errors import PassError
+from hlotrace import config
 from hlotrace.passes.manager import main_function
 from hlotrace.runtime.jaxlib_compat import func, ir, stablehlo
 
@@ -150,10 +149,8 @@ class RuleSet:
         ``"python"`` (a sweep over @main in program order), or None: native where this
         jaxlib has the bindings, else python ($HLOTRACE_REWRITE_DRIVER overrides).
         """
-        if driver is None and os.environ.get(DRIVER_ENV, "").strip():
-            driver = os.environ[DRIVER_ENV].strip()
-            if driver not in DRIVERS:
-                raise PassError(f"{DRIVER_ENV}={driver!r}: not a rewrite driver (expected {' or '.join(DRIVERS)})")
+        if driver is None:
+            driver = config.get(DRIVER_ENV)  # a ConfigError names a value that is neither
         driver = driver or ("native" if jaxlib_compat.native_rewrite_module() else "python")
         if driver == "native":
             return self._apply_native(module, max_rounds)

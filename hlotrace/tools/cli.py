@@ -132,12 +132,12 @@ def run_handler(args) -> int:
     """Run the command; every failure becomes one ``hlotrace: error:`` line and status 2
     (with $HLOTRACE_DEBUG=1 the traceback first). Output cut short by a closed pipe
     (``| head``) ends the program quietly with 141, as SIGPIPE ends other Unix tools."""
-    import os
-
+    from hlotrace import config
     from hlotrace.errors import HlotraceError
 
-    debug = os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+    debug = False
     try:
+        debug = config.get(DEBUG_ENV)
         check_environment()
         return args.handler(args)
     except BrokenPipeError:
@@ -162,20 +162,22 @@ def run_handler(args) -> int:
 
 
 def check_environment() -> None:
-    """HLOTRACE_* settings with a closed set of values, checked by the functions that read
-    them, before any command runs (some are read only on some paths: a typo would go unseen)."""
-    import hlotrace.runtime.tiered as tiered
+    """Every HLOTRACE_* setting a command may read, parsed before it runs (some are read only
+    on some paths: a bad value would go unseen); a bad one is one ConfigError naming it."""
+    from hlotrace import config
 
-    tiered.enabled()
+    config.check(("library", "command"))
 
 
 def _os_error(exc: OSError) -> str:
     import os
 
+    from hlotrace import config
+
     where = str(exc.filename) if exc.filename is not None else ""
     reason = exc.strerror or str(exc)
     for variable in PATH_VARIABLES:
-        value = os.environ.get(variable, "").strip()
+        value = config.get(variable)
         if value and where and os.path.abspath(where).startswith(os.path.abspath(value)):
             return f"{variable}={value}: cannot write there: {reason} ({where})"
     return f"{where}: {reason}" if where else reason

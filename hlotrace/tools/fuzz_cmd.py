@@ -6,6 +6,8 @@ import os
 import sys
 import time
 
+from hlotrace import config
+
 DESCRIPTION = """\
 Generate random programs of 1-30 ops from the op registry (each op's own sample strategy
 draws its attributes and fresh inputs; earlier results feed later ops where inference
@@ -116,12 +118,8 @@ def check_devices(devices: int | None) -> None:
             f"--devices {devices}: at most {MAX_CPU_DEVICES} (CPU devices are threads of one process; a mesh of "
             f"more compiles and runs too slowly to fuzz)"
         )
-    text = os.environ.get(CPU_DEVICES_ENV, "").strip()
-    if text:
-        try:
-            have = int(text)
-        except ValueError:
-            raise CliError(f"{CPU_DEVICES_ENV}={text!r}: expected a number of CPU devices") from None
+    have = config.get(CPU_DEVICES_ENV)  # a ConfigError when it is not a positive integer
+    if have is not None:
         if have < devices:
             raise CliError(
                 f"--devices {devices}, but {CPU_DEVICES_ENV}={have} gives the CPU only {have} device(s): "

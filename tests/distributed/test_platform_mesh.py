@@ -13,8 +13,6 @@ On the GPU: ``pytest tests/distributed/test_platform_mesh.py -k cuda`` (more exa
 with ``HLOTRACE_SPMD_EXAMPLES=N``).
 """
 
-import os
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -25,12 +23,13 @@ from test_spmd_training import OPTIMIZERS, _assert_same_run, _example, _mlp_batc
 
 import hlotrace as ht
 import hlotrace.distributed as dist
+from hlotrace import config
 from hlotrace.distributed.inspect import bytes_per_device, collectives
 from hlotrace.errors import BackendError
 from hlotrace.ops import OPS
 from hlotrace.testing import strategies
 
-EXAMPLES = int(os.environ.get("HLOTRACE_SPMD_EXAMPLES", "1"))
+EXAMPLES = config.get("HLOTRACE_SPMD_EXAMPLES") or 1
 
 
 @pytest.fixture(params=["cpu", "cuda"])

@@ -3,8 +3,6 @@ a 2- or 4-device mesh (each along a random dimension it divides, or replicated),
 the one-device compiled result: bitwise for elementwise ops, within the tolerance table
 otherwise. A few examples per op (``EXAMPLES``); seeded like the property tests."""
 
-import os
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -12,6 +10,7 @@ from hypothesis import strategies as st
 
 import hlotrace as ht
 import hlotrace.distributed as dist
+from hlotrace import config
 from hlotrace.dispatch import apply
 from hlotrace.errors import BackendError
 from hlotrace.ops import OPS
@@ -20,7 +19,7 @@ from hlotrace.testing.check import example_seed
 from hlotrace.testing.differential import assert_bitwise_equal
 from hlotrace.testing.tolerances import assert_close, tolerance_for
 
-EXAMPLES = int(os.environ.get("HLOTRACE_SPMD_EXAMPLES", "6"))
+EXAMPLES = config.get("HLOTRACE_SPMD_EXAMPLES") or 6
 BITWISE_FAMILIES = {"elementwise", "math", "math_binary", "bitwise"}
 # Elementwise ops compared within the tolerance table instead: XLA:CPU evaluates them on a
 # vector path and a scalar path whose last bits differ, and a per-device shape picks the

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from hlotrace import config
 from hlotrace.tools.cli import build_parser, main
 
 PROGRAM = "from hlotrace import functional as F\n\n\ndef f(x):\n    return F.exp(x) * 2.0\n"
@@ -232,45 +233,42 @@ def test_malformed_input_is_one_line_naming_it(argv, named, files, capsys, monke
 
 # -- environment variables -----------------------------------------------------------------------
 
-# Every HLOTRACE_* variable the package reads: a malformed value for `lower` (None: the
-# variable takes any value, or is read by no command, for the reason given).
-ENV_BAD = {
+# Every HLOTRACE_* variable a command may read (hlotrace.config's "library" and "command"
+# scopes): the table's first refused value makes `lower` one line naming the variable (the
+# command checks every set variable before it runs). The variables below take any text the
+# table accepts; a value the code that uses it refuses is given instead.
+ENV_REFUSED_IN_USE = {
     "HLOTRACE_DUMP_TO": ("@FILE/dumps", "HLOTRACE_DUMP_TO"),
-    "HLOTRACE_REWRITE_DRIVER": ("bogus", "bogus"),
     "HLOTRACE_PASSES": ("remat{policy=wrong}", "wrong"),
     "HLOTRACE_PLATFORM": ("bogus", "bogus"),
-    "HLOTRACE_TIERED_COMPILE": ("maybe", "maybe"),
-    "HLOTRACE_FIRST_CALL": ("bogus", "bogus"),
 }
 ENV_NOT_CHECKED = {
-    "HLOTRACE_CPU_DEVICES": "read once when the CPU client is made: checked in a fresh process below",
-    "HLOTRACE_CACHE_MAX_BYTES": "a bad size warns and keeps the default cap (the cache is an optimization)",
-    "HLOTRACE_CACHE_DIR": "a directory that cannot be made turns the cache off (it is an optimization)",
-    "HLOTRACE_HYPOTHESIS_SEED": "the test suite's, not a command's",
-    "HLOTRACE_HYPOTHESIS_PROFILE": "the test suite's, not a command's",
-    "HLOTRACE_DEBUG": "any value: on unless empty, 0, false, no or off",
-    "HLOTRACE_EXPLAIN_RECOMPILES": "any value: on unless empty, 0, false, no or off",
-    "HLOTRACE_DIST_CHECK": "any value: on unless empty, 0, false, no or off",
-    "HLOTRACE_DIST_TIMEOUT": "multi-process runs only (hlotrace.distributed's launcher)",
-    "HLOTRACE_COORDINATOR": "multi-process runs only (hlotrace.distributed's launcher)",
-    "HLOTRACE_PROCESS_ID": "multi-process runs only (hlotrace.distributed's launcher)",
-    "HLOTRACE_NUM_PROCESSES": "multi-process runs only (hlotrace.distributed's launcher)",
+    "HLOTRACE_CACHE_DIR": "any directory: one that cannot be made turns the cache off (it is an optimization)",
     "HLOTRACE_PJRT_PLUGIN": "a plugin library: HLOTRACE_PLATFORM=<its name> is what fails (above)",
 }
+COMMAND_SCOPES = ("library", "command")
 
 
-def test_every_variable_the_package_reads_is_covered():
-    root = Path(__file__).resolve().parents[2] / "hlotrace"
-    found = set()
-    for path in root.rglob("*.py"):
-        found |= set(re.findall(r"HLOTRACE_[A-Z][A-Z_]*[A-Z]", path.read_text()))
-    unknown = sorted(found - set(ENV_BAD) - set(ENV_NOT_CHECKED))
-    assert not unknown, f"add a malformed value (or the reason there is none) for: {', '.join(unknown)}"
+def _env_cases():
+    for name, variable in config.VARIABLES.items():
+        if variable.scope in COMMAND_SCOPES and variable.invalid:
+            yield name, variable.invalid[0], f"{name}={variable.invalid[0]!r}"
+    for name, (value, named) in ENV_REFUSED_IN_USE.items():
+        yield name, value, named
 
 
-@pytest.mark.parametrize("variable", sorted(ENV_BAD))
-def test_a_malformed_environment_variable_is_one_line(variable, files, capsys, monkeypatch, tmp_path):
-    value, named = ENV_BAD[variable]
+ENV_CASES = list(_env_cases())
+
+
+def test_every_variable_a_command_reads_has_a_malformed_value():
+    covered = {name for name, _, _ in ENV_CASES} | set(ENV_NOT_CHECKED)
+    read = {name for name, v in config.VARIABLES.items() if v.scope in COMMAND_SCOPES}
+    assert sorted(read - covered) == [], "add a refused value to hlotrace/config.py (or a reason there is none here)"
+    assert sorted(covered - read) == [], "a case for a variable no command reads"
+
+
+@pytest.mark.parametrize("variable, value, named", ENV_CASES, ids=[f"{n}={v}" for n, v, _ in ENV_CASES])
+def test_a_malformed_environment_variable_is_one_line(variable, value, named, files, capsys, monkeypatch, tmp_path):
     value = _fill([value], files)[0]
     program = tmp_path / "envprog.py"  # a program of its own: no in-process cache hit skips the variable
     program.write_text(PROGRAM.replace("2.0", f"{len(variable)}.0"))

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import hlotrace.testing.mutation.report as report
+from hlotrace import config
 from hlotrace.testing.mutation.catalog import CatalogError, SourceTree, load_catalog, validate
 from hlotrace.testing.mutation.runner import COLUMNS, Scratch, Verdict, hint_ids, run_columns, run_mutant
 
@@ -82,8 +83,8 @@ def _header(args, argv, jobs: int) -> str:
     if args.rev is None and _git("status", "--porcelain"):
         tree += " plus the working tree's uncommitted changes"
     command = " ".join(["python -m hlotrace.testing.mutation", *map(shlex.quote, argv)])
-    seed = os.environ.get("HLOTRACE_HYPOTHESIS_SEED")
-    profile = "hypothesis profile `ci`" + (f", HLOTRACE_HYPOTHESIS_SEED={seed}" if seed else "")
+    seed = config.get("HLOTRACE_HYPOTHESIS_SEED")
+    profile = "hypothesis profile `ci`" + (f", HLOTRACE_HYPOTHESIS_SEED={seed}" if seed is not None else "")
     return f"Measured on {tree}, {time.strftime('%Y-%m-%d')}, with `{command}` ({jobs} job(s), XLA:CPU, {profile})."
 
 

@@ -7,6 +7,7 @@ own valid and refused values, and these tests check them."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -169,11 +170,23 @@ def test_get_sees_a_value_set_later(monkeypatch):
     assert config.get("HLOTRACE_TIERED_COMPILE") is False
 
 
+def test_the_raw_reader_of_a_per_call_path_sees_every_change(monkeypatch):
+    read = config.raw_reader("HLOTRACE_PASSES")
+    monkeypatch.delenv("HLOTRACE_PASSES", raising=False)
+    assert read() is None
+    for text in ("cse", "", "simplify,cse"):
+        monkeypatch.setenv("HLOTRACE_PASSES", text)
+        assert os.fsdecode(read()) == text
+        assert config.parse("HLOTRACE_PASSES", os.fsdecode(read())) == config.get("HLOTRACE_PASSES") == text
+
+
 def test_an_undeclared_name_is_a_key_error():
     with pytest.raises(KeyError):
         config.get("HLOTRACE_NOT_DECLARED")
     with pytest.raises(KeyError):
         config.is_set("HLOTRACE_NOT_DECLARED")
+    with pytest.raises(KeyError):
+        config.raw_reader("HLOTRACE_NOT_DECLARED")
 
 
 # -- regressions: what was accepted silently -------------------------------------------------------

@@ -22,14 +22,12 @@ platform's plugin, a directory's permissions) is checked by the code that uses i
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 import os
 import re
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from hlotrace.errors import ConfigError
 
@@ -40,18 +38,42 @@ class UnknownVariableWarning(UserWarning):
     """An ``HLOTRACE_*`` environment variable that hlotrace does not read (a typo?)."""
 
 
-@dataclass(frozen=True)
 class Variable:
-    name: str
-    syntax: str  # what the README shows after ``NAME=``
-    parse: Callable[[str], object]  # stripped, non-empty text -> value; ValueError(what it expects)
-    default: object  # what get() returns when the variable is unset or empty
-    meaning: str  # one line: the README's "effect" column
-    default_text: str  # the default in words, the README's "default" column
-    valid: tuple[str, ...]  # texts the tests parse
-    invalid: tuple[str, ...] = ()  # texts the tests see refused (none: any text is accepted here)
-    scope: str = "library"  # library | command | distributed | tests | benchmarks
-    empty_is_unset: bool = True
+    """One declared variable (a plain slotted class: a dataclass would cost every
+    ``import hlotrace`` half a millisecond)."""
+
+    __slots__ = (
+        "default",
+        "default_text",
+        "empty_is_unset",
+        "invalid",
+        "meaning",
+        "name",
+        "parse",
+        "scope",
+        "syntax",
+        "valid",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        syntax: str,  # what the README shows after ``NAME=``
+        parse: Callable[[str], object],  # stripped, non-empty text -> value; ValueError(what it expects)
+        default: object,  # what get() returns when the variable is unset or empty
+        meaning: str,  # one line: the README's "effect" column
+        default_text: str,  # the default in words, the README's "default" column
+        valid: tuple[str, ...],  # texts the tests parse
+        invalid: tuple[str, ...] = (),  # texts the tests see refused (none: any text is accepted)
+        scope: str = "library",  # library | command | distributed | tests | benchmarks
+        empty_is_unset: bool = True,
+    ):
+        self.name, self.syntax, self.parse, self.default = name, syntax, parse, default
+        self.meaning, self.default_text, self.valid, self.invalid = meaning, default_text, valid, invalid
+        self.scope, self.empty_is_unset = scope, empty_is_unset
+
+    def __repr__(self) -> str:
+        return f"Variable({self.name!r})"
 
 
 # -- parsers: stripped, non-empty text -> value, or ValueError saying what is expected -------
@@ -357,6 +379,8 @@ def unknown(environ=None) -> dict[str, str | None]:
 
 
 def _closest(name: str) -> str | None:
+    import difflib  # here: 1 ms of every `import hlotrace`, needed only for a misspelt name
+
     # Compared without the prefix every name shares, which would make any two look alike.
     suffixes = [known[len(PREFIX) :] for known in VARIABLES]
     match = difflib.get_close_matches(name[len(PREFIX) :], suffixes, n=1, cutoff=0.6)

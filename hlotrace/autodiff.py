@@ -19,9 +19,17 @@ The VJP contract (one function per op, beside its OpDef)::
   it to the input's dtype (:func:`unbroadcast`), so VJPs never handle broadcasting or
   promotion themselves. Inputs that are not floating point get no gradient.
 - It must use hlotrace.functional ops only (no NumPy on values), so it records.
+- An op with several results (a control-flow op: its inference returned a tuple) gets
+  ``ct`` and ``out`` as tuples, one entry per result; a result no cotangent reached gets
+  zeros. Control-flow VJPs are control flow again (``hlotrace/ops/control_flow_grad.py``).
 
 ``OpDef.vjp = NOT_DIFFERENTIABLE`` marks ops whose outputs carry no gradient
 (comparisons, logical ops); outputs of integer or bool dtype never carry one either.
+``OpDef.vjp = ReverseModeRefused(what, why)`` tapes the op, and a cotangent reaching it is
+an OpError naming where the op ran (``while_loop``).
+
+A whole function can be one node too (``partial_trace``: :meth:`Tape.record_function`):
+it is taped as an op of its own whose VJP calls the function's backward.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from dataclasses import dataclass
 from hlotrace import dtypes as dt
 from hlotrace.errors import OpError
 from hlotrace.namespace import F
-from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OpDef
+from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OpDef, ReverseModeRefused
 from hlotrace.recording import BACKWARD_DEPTH, TAPES, current_recorder
 from hlotrace.source import SourceLocation
 from hlotrace.tensor import Tensor, tensor
@@ -42,14 +50,13 @@ from hlotrace.versions import structure_changed
 
 @dataclass(frozen=True)
 class _Node:
-    op: OpDef | None  # None for a function node (partial_trace): see Tape.record_function
+    op: OpDef
     attrs: dict
     inputs: tuple  # Tensors as the op saw them (kept alive: VJPs read them)
     in_keys: tuple  # tape key per input, None when the tape does not track it
-    out: Tensor | tuple  # the output (a tuple of outputs for a function node)
-    out_key: int | tuple
+    out: Tensor | tuple  # the output (a tuple of them for an op with several results)
+    out_key: int | tuple  # its key (a tuple of keys for several results)
     location: SourceLocation | None
-    function_vjp: Callable | None = None  # cotangents of every output -> one per input
 
 
 class Tape:
@@ -75,25 +82,29 @@ class Tape:
     def key(self, t: Tensor) -> int | None:
         return self._key_of.get(id(t))
 
-    def record(self, op: OpDef, attrs: dict, inputs, out: Tensor, location) -> None:
+    def record(self, op: OpDef, attrs: dict, inputs, out, location) -> None:
+        """Tape one op application whose inputs this tape tracks; ``out`` is the output
+        Tensor, or the tuple of them of an op with several results."""
         key_of = self._key_of
         in_keys = tuple(key_of.get(id(t)) for t in inputs)
         if not any(k is not None for k in in_keys):
             return
-        if op.vjp is NOT_DIFFERENTIABLE or not dt.is_floating(out.dtype):
+        if op.vjp is NOT_DIFFERENTIABLE:
             return
-        out_key = self.watch(out)
+        if type(out) is tuple:
+            out_key = tuple(self.watch(t) for t in out)
+        elif dt.is_floating(out.dtype):
+            out_key = self.watch(out)
+        else:
+            return
         self.nodes.append(_Node(op, attrs, tuple(inputs), in_keys, out, out_key, location))
 
     def record_function(self, name: str, inputs, outputs, vjp_fn: Callable, location=None) -> None:
-        """Tape a whole function as one node (``partial_trace``): ``vjp_fn(cotangents)``
-        takes one cotangent per output (zeros where none flows) and returns one per input."""
-        in_keys = tuple(self._key_of.get(id(t)) for t in inputs)
-        if not any(k is not None for k in in_keys):
-            return
-        out_keys = tuple(self.watch(t) for t in outputs)
-        op = OpDef(name=name, family="function", reference=None, infer=None)
-        self.nodes.append(_Node(op, {}, tuple(inputs), in_keys, tuple(outputs), out_keys, location, vjp_fn))
+        """Tape a whole function as one node (``partial_trace``): an op of several results
+        whose VJP is ``vjp_fn(cotangents)``, one cotangent per output (zeros where none
+        flows) in, one per input out."""
+        op = OpDef(name=name, family="function", reference=None, infer=None, vjp=_function_vjp(vjp_fn))
+        self.record(op, {}, tuple(inputs), tuple(outputs), location)
 
     def assign(self, target: Tensor, value: Tensor) -> None:
         """``target`` now holds ``value`` (in-place update): it takes over value's key."""
@@ -146,17 +157,29 @@ class Tape:
             TAPES[position:position] = paused
 
 
+def _function_vjp(vjp_fn: Callable) -> Callable:
+    """A function node's ``OpDef.vjp``: the output cotangents, as a list, to ``vjp_fn``."""
+
+    def vjp(cts, out, *inputs):
+        return vjp_fn(list(cts))
+
+    return vjp
+
+
 def _node_cotangents(node: _Node, cts: dict) -> tuple | None:
     """The cotangents of ``node``'s inputs, consuming its outputs' ones from ``cts``; None
     when no cotangent reached the node."""
-    if node.function_vjp is not None:
+    if type(node.out_key) is tuple:  # several results: zeros where no cotangent flows
         outs = [cts.pop(k, None) for k in node.out_key]
         if all(c is None for c in outs):
             return None
-        return node.function_vjp([c if c is not None else F.zeros_like(o) for c, o in zip(outs, node.out, strict=True)])
-    ct = cts.pop(node.out_key, None)
-    if ct is None:
-        return None
+        ct = tuple(c if c is not None else F.zeros_like(o) for c, o in zip(outs, node.out, strict=True))
+    else:
+        ct = cts.pop(node.out_key, None)
+        if ct is None:
+            return None
+    if isinstance(node.op.vjp, ReverseModeRefused):
+        raise OpError(node.op.vjp.message(node.op.name, node.location))
     if node.op.vjp is None:
         where = f" at {node.location}" if node.location else ""
         raise OpError(

@@ -4,6 +4,12 @@ An op applied to Tensors (or Python scalars / array-likes) is checked and inferr
 computed by the eager engine -- the op's NumPy reference -- or, while a recording runs on
 shapes only, not computed at all; the active recorder (hlotrace.recording) and every active
 autodiff tape see the application.
+
+Every op goes through here, control flow included: an op whose inference returns a tuple of
+avals has that many results (a tuple of Tensors), and an op whose attributes hold closed
+regions (``REGIONS_TAG``) needs nothing else from the dispatcher -- the regions are
+attributes, its reference evaluates them, recorders adopt them into their var table, and
+its VJP sees them as attributes too.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ def _op_error(op: OpDef, message: str, avals) -> OpError:
 
 
 def apply(op: OpDef, *inputs, **attrs):
-    """Apply ``op`` to tensors (or Python scalars / array-likes) and return Tensor(s).
+    """Apply ``op`` to tensors (or Python scalars / array-likes) and return a Tensor, or a
+    tuple of Tensors for an op with several results (its inference returned a tuple).
 
     Runs the NumPy reference; inside a recording context also appends an OpRecord.
 
@@ -75,9 +82,13 @@ def apply(op: OpDef, *inputs, **attrs):
         raise _op_error(op, f"bad attributes {sorted(attrs)}: {exc}", avals) from None
 
     recorder = RECORDER.get()
+    several = type(out_aval) is tuple  # a control-flow op's results
     if recorder is not None and recorder.abstract:
         # first_call='compiled': inference only; the compiled program computes the value.
-        out = Tensor._abstract(out_aval.shape, out_aval.dtype)
+        if several:
+            out = tuple(Tensor._abstract(a.shape, a.dtype) for a in out_aval)
+        else:
+            out = Tensor._abstract(out_aval.shape, out_aval.dtype)
     else:
         arrays = [t.numpy() for t in tensors]
         try:
@@ -85,13 +96,19 @@ def apply(op: OpDef, *inputs, **attrs):
                 result = op.reference(*arrays, **attrs)
         except (ValueError, ArithmeticError, IndexError) as exc:  # data-dependent refusals
             raise _op_error(op, str(exc), avals) from None
-        out = _as_output(op, result, out_aval)
+        if several:
+            out = tuple(_as_output(op, r, a) for r, a in zip(result, out_aval, strict=True))
+        else:
+            out = _as_output(op, result, out_aval)
 
     location = user_location(2)
     if recorder is not None:
         for i in converted:
             recorder.add_constant(tensors[i])
         recorder.record(op, attrs, tensors, out, location)
+    elif several:
+        for t in out:
+            t._origin = location
     else:
         # Remembered so that a recording that closes over this tensor can say where it came from.
         out._origin = location

@@ -44,6 +44,9 @@ class Recorder(Protocol):
 
     abstract: bool  # ops apply their inference only (no values: first_call="compiled", regions)
     called_modules: dict  # nn modules whose __call__ ran while recording, by id
+    # The var table (an hlotrace.trace.Trace) records go into; a region recorded inside this
+    # recording puts its vars there too, and records holding regions are adopted into it.
+    table: object
 
     def var_of(self, tensor, used_by: str, location) -> int:
         """The recorded value ``tensor`` names (capturing or refusing one from outside)."""
@@ -52,7 +55,8 @@ class Recorder(Protocol):
         """Record ``tensor``'s value as a constant of the program."""
 
     def record(self, op, attrs: dict, inputs, outputs, location) -> None:
-        """Append one op application."""
+        """Append one op application; ``outputs`` is its Tensor, or the tuple of them of an
+        op with several results (control flow), whose regions ``attrs`` holds."""
 
     def alias(self, tensor, same_as) -> None:
         """``tensor`` names the same recorded value as ``same_as`` (detach, no op)."""

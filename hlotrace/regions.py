@@ -118,10 +118,8 @@ class RegionRecorder:
 
     def __init__(self, what: str, location):
         self.parent = RECORDER.get()
-        if self.parent is None:
-            self.table = Trace(name="region")
-        else:
-            self.table = self.parent.table if isinstance(self.parent, RegionRecorder) else self.parent.trace
+        # The enclosing recording's var table (a fresh one when there is none).
+        self.table = Trace(name="region") if self.parent is None else self.parent.table
         self.what = what  # "the body of F.scan": for messages
         self.location = location  # where the control-flow function was called
         self.records: list[OpRecord] = []
@@ -274,11 +272,15 @@ def _as_dtype(value, dtype) -> np.ndarray:
     return array
 
 
+def results(out) -> tuple:
+    """What :func:`hlotrace.dispatch.apply` returned, as a tuple of every result (an op of
+    one result returns its Tensor, an op of any other number a tuple)."""
+    return out if type(out) is tuple else (out,)
+
+
 def call_region(region: Region, tensors) -> list[Tensor]:
     """Apply ``region``'s records as ops to ``tensors`` (one per param): recorded, taped and
     computed like any op applications (what VJPs use to re-run a body under a tape)."""
-    from hlotrace.ops.control_flow import bind
-
     env = dict(zip(region.params, tensors, strict=True))
 
     def value(var_id):
@@ -291,11 +293,6 @@ def call_region(region: Region, tensors) -> list[Tensor]:
         return t
 
     for rec in region.records:
-        op = OPS[rec.op]
-        ins = [value(v) for v in rec.inputs]
-        if REGIONS_TAG in op.tags:
-            outs = bind(op, ins, rec.attrs, rec.location)
-        else:
-            outs = (apply(op, *ins, **rec.attrs),)
+        outs = results(apply(OPS[rec.op], *[value(v) for v in rec.inputs], **rec.attrs))
         env.update(zip(rec.outputs, outs, strict=True))
     return [value(v) for v in region.results]

@@ -391,6 +391,11 @@ class Recorder:
         self.captured_tensors: list = []  # those tensors (hlotrace.captures checks them later)
         self.called_modules: dict[int, object] = {}  # nn modules whose __call__ ran, by id
 
+    @property
+    def table(self) -> Trace:
+        """The var table records go into (hlotrace.recording.Recorder): the trace."""
+        return self.trace
+
     def __enter__(self) -> Recorder:
         if RECORDER.get() is not None:
             raise TraceError("nested recording is not supported: a traced function called another while recording")

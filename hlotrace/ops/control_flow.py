@@ -13,10 +13,23 @@ inputs. Three ops, lowered by ``hlotrace/lowering/rules/control_flow.py``:
   autodiff F.scan also returns the carry each step starts from as trailing ys
   (``saved_carries``), which the VJP reads instead of recomputing them.
 
-The eager result of each is :func:`hlotrace.regions.evaluate` of the recorded regions (the
-ops' NumPy references), so eager and compiled run the same ops. Each op has any number of
-outputs (:func:`bind`); ``apply`` reaches the single-output ones, which is what the
-registry's generated tests draw. VJPs: :mod:`hlotrace.ops.control_flow_grad`.
+They are ordinary ops: the public functions record the regions, then call
+:func:`hlotrace.dispatch.apply` like every other op, which infers, computes, records and
+tapes them. What control flow needs from the registry is in its OpDefs:
+
+- several results: inference returns a tuple of avals (one result: an Aval, as every op),
+  the reference a list of arrays, ``apply`` a tuple of Tensors;
+- regions as attributes (``REGIONS_TAG``): recorders adopt them into their var table;
+- the VJP on the OpDef, ``vjp(ct, out, *inputs, **attrs)`` (tuples for several results),
+  written as control flow again (:mod:`hlotrace.ops.control_flow_grad`); ``while_loop``'s
+  is a :class:`~hlotrace.ops.registry.ReverseModeRefused`.
+
+Eager evaluation is the OpDef's ``reference``: :func:`hlotrace.regions.evaluate` of the
+regions, each record by its op's NumPy reference, so eager and compiled run the same ops.
+The regions are plain attributes to the dispatcher: an engine computes a control-flow op
+the way it computes any op, the NumPy engine with the reference, and a device engine with
+the op's lowering rule, which lowers the regions with the same per-op rules (one executable
+for the whole construct). No engine needs a control-flow case of its own.
 """
 
 from __future__ import annotations
@@ -24,10 +37,11 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import apply
 from hlotrace.errors import OpError, ShapeDtypeError
 from hlotrace.ops.common import F
-from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OPS, Aval, OpDef, register_op
-from hlotrace.recording import RECORDER, TAPES
+from hlotrace.ops.registry import OPS, Aval, OpDef, register_op
+from hlotrace.recording import TAPES
 from hlotrace.regions import (
     NONE,
     as_tensors,
@@ -37,6 +51,7 @@ from hlotrace.regions import (
     evaluate,
     flatten,
     record,
+    results,
     unflatten,
 )
 from hlotrace.source import user_location
@@ -127,8 +142,8 @@ def _scan_eval(*arrays, body, num_carry, num_xs, length, reverse, saved_carries=
 
 
 def _single(fn):
-    """An OpDef's infer/reference: one output as itself, several as a tuple (apply takes
-    single-output ops only; :func:`bind` takes every op)."""
+    """An OpDef's infer/reference: one output as itself, any other number as a tuple (the
+    registry's convention for several results)."""
 
     def one(*args, **attrs):
         out = fn(*args, **attrs)
@@ -137,46 +152,9 @@ def _single(fn):
     return one
 
 
-# -- applying a control-flow op -------------------------------------------------------------
-
-
-def bind(op: OpDef, inputs, attrs: dict, location) -> tuple[Tensor, ...]:
-    """``op`` applied to Tensors: every output, computed (by :func:`evaluate`), recorded
-    and taped as one node whose VJP is control flow again."""
-    from hlotrace.ops.control_flow_grad import VJPS
-
-    avals, infer, reference = [aval_of(t) for t in inputs], _IMPLS[op.name][0], _IMPLS[op.name][1]
-    try:
-        out_avals = infer(*avals, **attrs)
-    except ShapeDtypeError as exc:
-        raise OpError(f"{op.name}: {exc}" + (f" at {location}" if location else "")) from None
-    recorder = RECORDER.get()
-    if recorder is not None and recorder.abstract:
-        outs = tuple(Tensor._abstract(a.shape, a.dtype) for a in out_avals)
-    else:
-        results = reference(*[t.numpy() for t in inputs], **attrs)
-        outs = tuple(
-            Tensor._from_array(_cast(r, a.dtype), checked=True) for r, a in zip(results, out_avals, strict=True)
-        )
-    if recorder is not None:
-        recorder.record(op, attrs, tuple(inputs), outs, location)
-    else:
-        for t in outs:
-            t._origin = location
-    if TAPES:
-        vjp = VJPS[op.name]
-        inputs = tuple(inputs)
-        for tape in TAPES:
-            tape.record_function(op.name, inputs, outs, lambda cts: vjp(cts, inputs, outs, attrs, location), location)
-    return outs
-
-
-def _cast(value, dtype) -> np.ndarray:
-    array = np.asarray(value)
-    if array.dtype != dtype:
-        with np.errstate(over="ignore", invalid="ignore"):
-            array = array.astype(dtype)
-    return array
+def _apply(name: str, inputs, attrs: dict) -> tuple[Tensor, ...]:
+    """Every output of control-flow op ``name`` applied by the one dispatcher."""
+    return results(apply(OPS[name], *inputs, **attrs))
 
 
 # -- the user-facing functions --------------------------------------------------------------
@@ -276,7 +254,7 @@ def _switch(index, fns, operands, names, api: str, location):
             (names[0], name),
         )
     regions, captures = close(recorded)
-    outs = bind(OPS["switch"], [index, *tensors, *captures], {"branches": tuple(regions)}, location)
+    outs = _apply("switch", [index, *tensors, *captures], {"branches": tuple(regions)})
     return unflatten(first.structure, outs)
 
 
@@ -312,7 +290,7 @@ def while_loop(cond_fn, body_fn, init):
     )
     (cond_region, body_region), captures = close([c, b])
     attrs = {"cond": cond_region, "body": body_region, "num_carry": len(tensors)}
-    return unflatten(structure, bind(OPS["while_loop"], [*tensors, *captures], attrs, location))
+    return unflatten(structure, _apply("while_loop", [*tensors, *captures], attrs))
 
 
 def _count(structure) -> int:
@@ -391,7 +369,7 @@ def scan(fn, init, xs=None, length=None, reverse=False, unroll=1):
         saved = region.params[: len(carry)]
         region = Region(region.params, region.records, region.results + saved, region.table)
         attrs.update(body=region, saved_carries=True)
-    outs = bind(OPS["scan"], [*carry, *x_tensors, *captures], attrs, location)
+    outs = _apply("scan", [*carry, *x_tensors, *captures], attrs)
     n_out = len(carry) + len(body.out_avals) - n_carry
     return unflatten(c_structure, outs[: len(carry)]), unflatten(body.structure[1][1], outs[len(carry) : n_out])
 
@@ -425,25 +403,26 @@ def fori_loop(lower, upper, body_fn, init):
 
 # -- registration ----------------------------------------------------------------------------
 
-_IMPLS = {
-    "switch": (_switch_avals, _switch_eval),
-    "while_loop": (_while_avals, _while_eval),
-    "scan": (_scan_avals, _scan_eval),
-}
-
 
 def _register():
     import hlotrace.ops.control_flow_grad as grad
 
-    docs = {
-        "switch": "the branch region at the (clamped) index applied to the operands",
-        "while_loop": "the body region applied while the cond region is true",
-        "scan": "the body region over the leading axis of xs, ys stacked",
+    ops = {
+        "switch": (
+            _switch_avals,
+            _switch_eval,
+            grad.switch_vjp,
+            "the branch region at the (clamped) index applied to the operands",
+        ),
+        "while_loop": (
+            _while_avals,
+            _while_eval,
+            grad.WHILE_LOOP_VJP,
+            "the body region applied while the cond region is true",
+        ),
+        "scan": (_scan_avals, _scan_eval, grad.scan_vjp, "the body region over the leading axis of xs, ys stacked"),
     }
-    # while_loop: reverse mode is refused by the VJP F.while_loop tapes (bind); a bare
-    # apply() of the op has no tape node of its own to refuse it.
-    vjps = {"switch": grad.single_vjp("switch"), "while_loop": NOT_DIFFERENTIABLE, "scan": grad.single_vjp("scan")}
-    for name, (infer, reference) in _IMPLS.items():
+    for name, (infer, reference, vjp, doc) in ops.items():
         register_op(
             OpDef(
                 name=name,
@@ -451,8 +430,8 @@ def _register():
                 reference=_single(reference),
                 infer=_single(infer),
                 sample=grad.SAMPLES[name],
-                vjp=vjps[name],
-                doc=docs[name],
+                vjp=vjp,
+                doc=doc,
                 tags=frozenset({REGIONS_TAG}),
             )
         )

@@ -12,9 +12,11 @@ eagerly, record inside ``xla_trace`` and are taped again for second order:
   and carries ``(d carry, sum of d captures)``: tensors the body closes over get their
   gradients as extra carries; the xs' cotangents are its ys;
 - while_loop: refused (its trip count, hence what backward must keep, is known only at run
-  time): OpError pointing to F.scan and int-bound F.fori_loop.
+  time): its OpDef's vjp is a ReverseModeRefused, an OpError pointing to F.scan and
+  int-bound F.fori_loop once a cotangent reaches the loop.
 
-Only floating-point operands carry cotangents.
+Each is the OpDef's ``vjp(ct, out, *inputs, **attrs)`` (:mod:`hlotrace.autodiff`); with
+several results ``ct`` and ``out`` are tuples. Only floating-point operands carry cotangents.
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
-from hlotrace.errors import OpError
 from hlotrace.ops.common import F
-from hlotrace.ops.registry import Aval
+from hlotrace.ops.registry import Aval, ReverseModeRefused
 
-# -- VJPs: (cotangents of every output, inputs, outputs, attrs, location) -> one per input --
+# -- VJPs: vjp(ct, out, *inputs, **attrs) -> one cotangent per input ------------------------
+
+
+def _several(value) -> tuple:
+    """``ct`` or ``out`` of a VJP as a tuple of every result (one result comes as itself)."""
+    return value if type(value) is tuple else (value,)
 
 
 def _floating(tensors) -> list[int]:
@@ -47,9 +53,10 @@ def _backward(region, operands, watched, out_positions, cotangents) -> list:
     return [g if g is not None else F.zeros_like(operands[i]) for g, i in zip(grads, watched, strict=True)]
 
 
-def switch_vjp(cts, inputs, outs, attrs, location) -> tuple:
+def switch_vjp(ct, out, *inputs, branches) -> tuple:
     from hlotrace.ops.control_flow import switch
 
+    cts, outs = _several(ct), _several(out)
     index, operands = inputs[0], inputs[1:]
     watched, out_positions = _floating(operands), _floating(outs)
     if not watched:
@@ -58,24 +65,23 @@ def switch_vjp(cts, inputs, outs, attrs, location) -> tuple:
     def branch_vjp(region):
         return lambda ops, cs: _backward(region, ops, watched, out_positions, cs)
 
-    grads = switch(index, [branch_vjp(r) for r in attrs["branches"]], list(operands), [cts[j] for j in out_positions])
+    grads = switch(index, [branch_vjp(r) for r in branches], list(operands), [cts[j] for j in out_positions])
     out = [None] * len(operands)
     for i, g in zip(watched, grads, strict=True):
         out[i] = g
     return (None, *out)
 
 
-def scan_vjp(cts, inputs, outs, attrs, location) -> tuple:
+def scan_vjp(ct, out, *inputs, body, num_carry, num_xs, length, reverse, saved_carries=False, unroll=1) -> tuple:
     from hlotrace.ops.control_flow import scan
     from hlotrace.regions import call_region
 
-    body, nc, nx = attrs["body"], attrs["num_carry"], attrs["num_xs"]
-    length, reverse, unroll = attrs["length"], attrs["reverse"], attrs.get("unroll", 1)
+    cts, outs, nc, nx = _several(ct), _several(out), num_carry, num_xs
     init, xs, consts = list(inputs[:nc]), list(inputs[nc : nc + nx]), list(inputs[nc + nx :])
     fc, fx, fk = _floating(init), _floating(xs), _floating(consts)
     if not (fc or fx or fk):
         return (None,) * len(inputs)
-    n_saved = nc if attrs.get("saved_carries") else 0
+    n_saved = nc if saved_carries else 0
     fy = _floating(outs[nc:])  # saved carries too: second order differentiates through them
     if n_saved:
         stacked = outs[len(outs) - n_saved :]
@@ -117,26 +123,11 @@ def scan_vjp(cts, inputs, outs, attrs, location) -> tuple:
     return tuple(grads)
 
 
-def while_loop_vjp(cts, inputs, outs, attrs, location):
-    raise OpError(
-        "while_loop: reverse-mode differentiation of F.while_loop is not supported"
-        + (f" (the loop at {location})" if location else "")
-        + ": its trip count is known only at run time, so the backward pass could not size what it keeps. "
-        "Use F.scan, or F.fori_loop with Python-int bounds (a scan), which are differentiable."
-    )
-
-
-VJPS = {"switch": switch_vjp, "scan": scan_vjp, "while_loop": while_loop_vjp}
-
-
-def single_vjp(name: str):
-    """The OpDef.vjp (``vjp(ct, out, *inputs, **attrs)``) of a single-output use."""
-    vjp = VJPS[name]
-
-    def one(ct, out, *inputs, **attrs):
-        return vjp([ct], inputs, (out,), attrs, None)
-
-    return one
+WHILE_LOOP_VJP = ReverseModeRefused(
+    "reverse-mode differentiation of F.while_loop is not supported",
+    "its trip count is known only at run time, so the backward pass could not size what it keeps. "
+    "Use F.scan, or F.fori_loop with Python-int bounds (a scan), which are differentiable.",
+)
 
 
 # -- sample strategies: float64 operands, bodies of a few registered ops --------------------

@@ -9,6 +9,11 @@ An op is declared once, in its family file under ``hlotrace/ops/``::
         infer=unary_float_infer,               # (*in_avals, **attrs) -> Aval | tuple[Aval]
         sample=lambda s: s.unary(dtypes=s.ALL),  # hypothesis strategy of OpSample
     ))
+
+Control flow (``hlotrace/ops/control_flow.py``) is declared the same way and applied by the
+same ``apply``: an op may have several results (its inference returns a tuple of avals),
+hold closed regions among its attributes (``tags={REGIONS_TAG}``), and refuse reverse mode
+(``vjp=ReverseModeRefused(...)``).
 """
 
 from __future__ import annotations
@@ -19,7 +24,16 @@ from typing import Any
 
 from hlotrace.avals import Aval
 
-__all__ = ["NOT_DIFFERENTIABLE", "OPS", "Aval", "OpDef", "get_op", "is_differentiable", "register_op"]
+__all__ = [
+    "NOT_DIFFERENTIABLE",
+    "OPS",
+    "Aval",
+    "OpDef",
+    "ReverseModeRefused",
+    "get_op",
+    "is_differentiable",
+    "register_op",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,7 +46,10 @@ class OpDef:
       reference: eager NumPy implementation ``(*arrays, **attrs) -> array``; its result is
         cast to the inferred dtype, so it may compute in a wider type.
       infer: shape/dtype inference ``(*avals, **attrs) -> Aval``; raises ShapeDtypeError
-        with a plain message for invalid inputs.
+        with a plain message for invalid inputs. An op with several results (a control-flow
+        op's) returns a tuple of Avals instead (any number but one: one result is an Aval);
+        its ``reference`` then returns a sequence of arrays, one per result, and
+        :func:`hlotrace.dispatch.apply` a tuple of Tensors.
       sample: ``(strategies_module) -> SearchStrategy[OpSample]``; called only by tests, so
         ops never import hypothesis.
       canonicalize: optional ``(avals, attrs) -> attrs`` that normalizes attributes (negative
@@ -41,14 +58,19 @@ class OpDef:
         (None: all of them).
       variadic: the op takes any number of tensor inputs (concat).
       vjp: reverse-mode rule ``vjp(ct, out, *inputs, **attrs) -> tuple`` written with
-        registered ops (hlotrace.functional), one cotangent (or None for zero) per input; see
-        :mod:`hlotrace.autodiff` for the contract. ``NOT_DIFFERENTIABLE`` marks ops whose
-        result carries no gradient (comparisons, logic, integer results); ``None`` means
-        nobody wrote one yet, and differentiating through the op is an error.
+        registered ops (hlotrace.functional), one cotangent (or None for zero) per input; for
+        an op with several results ``ct`` and ``out`` are tuples. See :mod:`hlotrace.autodiff`
+        for the contract. ``NOT_DIFFERENTIABLE`` marks ops whose result carries no gradient
+        (comparisons, logic, integer results); a :class:`ReverseModeRefused` marks ops whose
+        gradient is refused with a reason (while_loop); ``None`` means nobody wrote one yet,
+        and differentiating through the op is an error.
       domain: optional ``(*arrays, **attrs) -> str | None``: why these operand values lie
         outside the values the op defines a result for (None: inside). The op's sample
         stays inside; the fuzzer keeps programs inside and calls a disagreement there an
         undefined input.
+      tags: markers read by other layers: ``REGIONS_TAG`` (hlotrace.trace) for an op whose
+        attributes hold closed regions (:class:`hlotrace.trace.Region`), which recorders
+        move into their own var table.
       arity: optional number of tensor operands, for the fuzzer's operands of an op without
         a sample strategy. It wins over both signatures; without it the fuzzer counts the
         required positional parameters of ``infer``, or of ``reference`` when ``infer``
@@ -76,9 +98,24 @@ OPS: dict[str, OpDef] = {}
 NOT_DIFFERENTIABLE = "not differentiable"
 
 
+@dataclass(frozen=True)
+class ReverseModeRefused:
+    """``OpDef.vjp`` of an op whose gradient is refused (``while_loop``: its trip count is
+    known only at run time, so a backward pass could not size what it keeps). The op is
+    taped like any other; a cotangent reaching it is an OpError
+    ``<op>: <what> (the op at <file:line>): <why>``."""
+
+    what: str
+    why: str
+
+    def message(self, name: str, location) -> str:
+        at = f" (the op at {location})" if location else ""
+        return f"{name}: {self.what}{at}: {self.why}"
+
+
 def is_differentiable(op: OpDef) -> bool:
     """Whether gradients flow through ``op`` (it has, or should have, a VJP)."""
-    return op.vjp is not NOT_DIFFERENTIABLE
+    return op.vjp is not NOT_DIFFERENTIABLE and not isinstance(op.vjp, ReverseModeRefused)
 
 
 def register_op(op: OpDef) -> OpDef:

@@ -60,10 +60,10 @@ def run(args) -> int:
 
 
 def _vjp_status(op) -> str:
-    from hlotrace.ops.registry import NOT_DIFFERENTIABLE
+    from hlotrace.ops.registry import is_differentiable
 
-    if op.vjp is NOT_DIFFERENTIABLE:
-        return "n/a"  # not differentiable: no gradient flows through it
+    if not is_differentiable(op):
+        return "n/a"  # no gradient flows through it (or reverse mode is refused: while_loop)
     return "yes" if op.vjp is not None else "MISSING"
 
 

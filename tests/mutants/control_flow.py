@@ -1,5 +1,6 @@
 """Mutants of hlotrace/lowering/rules/control_flow.py, of the control-flow references in
-hlotrace/ops/control_flow.py and of their VJPs in hlotrace/ops/control_flow_grad.py (see
+hlotrace/ops/control_flow.py, of their VJPs in hlotrace/ops/control_flow_grad.py and of the
+tape's handling of ops with several results and refused VJPs in hlotrace/autodiff.py (see
 TESTING.md). Killed by tests/test_control_flow.py, tests/test_control_flow_grad.py and the
 generated property and gradient tests of switch, while_loop and scan."""
 
@@ -8,6 +9,7 @@ from hlotrace.testing.mutation import Mutant
 RULES = "hlotrace/lowering/rules/control_flow.py"
 OPS = "hlotrace/ops/control_flow.py"
 VJPS = "hlotrace/ops/control_flow_grad.py"
+TAPE = "hlotrace/autodiff.py"
 
 MUTANTS = [
     Mutant(
@@ -129,5 +131,28 @@ MUTANTS = [
         replace="return [g if g is not None else F.ones_like(operands[i]) for g, i in zip(grads, watched, strict=True)]",
         why="an operand a branch does not use gets ones instead of zeros",
         ops=("switch",),
+    ),
+    Mutant(
+        id="scan-vjp-ignores-saved-carries",
+        file=VJPS,
+        find="n_saved = nc if saved_carries else 0",
+        replace="n_saved = 0",
+        why="the VJP recomputes the carries the forward scan already output: a third scan in every compiled step",
+        ops=("scan",),
+    ),
+    Mutant(
+        id="tape-missing-result-cotangent-ones",
+        file=TAPE,
+        find="ct = tuple(c if c is not None else F.zeros_like(o) for c, o in zip(outs, node.out, strict=True))",
+        replace="ct = tuple(c if c is not None else F.ones_like(o) for c, o in zip(outs, node.out, strict=True))",
+        why="a result of a control-flow op that no cotangent reached counts as ones, not zeros",
+        ops=("scan", "switch"),
+    ),
+    Mutant(
+        id="tape-refused-vjp-gives-no-gradient",
+        file=TAPE,
+        find="        raise OpError(node.op.vjp.message(node.op.name, node.location))\n",
+        replace="        return None\n",
+        why="a while_loop under reverse mode silently gives no gradient instead of the OpError",
     ),
 ]

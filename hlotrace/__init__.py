@@ -15,6 +15,9 @@ from hlotrace import (
     optim,
     random,
 )
+from hlotrace.config import warn_unknown as _warn_unknown
+from hlotrace.engines import configure_from_environment as _configure_engine
+from hlotrace.engines import eager_engine
 from hlotrace.errors import BackendError, HlotraceError, LoweringError, OpError, TraceError
 from hlotrace.interop import from_dlpack
 from hlotrace.jit import partial_trace, xla_trace
@@ -23,6 +26,9 @@ from hlotrace.serialization import load, save
 from hlotrace.tensor import Parameter, Tensor, tensor
 
 F = functional
+_configure_engine()  # $HLOTRACE_EAGER: numpy (default) or device
+
+_warn_unknown()  # an HLOTRACE_* name hlotrace does not read (a typo) warns once
 
 __version__ = "0.1.0"
 
@@ -36,6 +42,7 @@ __all__ = [
     "Tensor",
     "TraceError",
     "dtypes",
+    "eager_engine",
     "from_dlpack",
     "functional",
     "load",

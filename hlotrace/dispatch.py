@@ -28,7 +28,11 @@ from hlotrace.tensor import Tensor
 if TYPE_CHECKING:
     from hlotrace.ops.registry import OpDef
 
-__all__ = ["apply", "describe_avals"]
+__all__ = ["ENGINE", "apply", "describe_avals"]
+
+# The eager engine (hlotrace.engines fills it): None runs each op's NumPy reference; else a
+# callable ``(op, attrs, tensors, out_aval) -> Tensor | tuple`` (the device engine).
+ENGINE: list = [None]
 
 
 def _op_error(op: OpDef, message: str, avals) -> OpError:
@@ -89,6 +93,8 @@ def apply(op: OpDef, *inputs, **attrs):
             out = tuple(Tensor._abstract(a.shape, a.dtype) for a in out_aval)
         else:
             out = Tensor._abstract(out_aval.shape, out_aval.dtype)
+    elif (engine := ENGINE[0]) is not None:  # the device engine (hlotrace.engines)
+        out = engine(op, attrs, tensors, out_aval)
     else:
         arrays = [t.numpy() for t in tensors]
         try:

@@ -53,6 +53,10 @@ NAMES = (
     "executions",
     "host_to_device_bytes",
     "device_to_host_bytes",
+    "eager_executions",
+    "eager_compiles",
+    "eager_cache_hits",
+    "eager_evictions",
 )
 
 # Mutated in place, never rebound: hot paths may hold a reference to it.

@@ -11,6 +11,7 @@ import numpy as np
 from hypothesis import Phase, given, seed, settings
 
 import hlotrace.testing.strategies as strategies
+from hlotrace import config
 from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
 from hlotrace.dtypes import FLOATING
@@ -136,8 +137,10 @@ def flushed_reciprocal_product(sample: OpSample, expected: np.ndarray) -> np.nda
     return np.where(mask, product, expected).astype(expected.dtype)
 
 
-def check_op(op: OpDef, sample: OpSample, platform: str | None = None) -> None:
-    """Assert that compiled and eager results agree within the tolerance table.
+def check_op(op: OpDef, sample: OpSample, platform: str | None = None, run=None) -> None:
+    """Assert that compiled and eager results agree within the tolerance table (``run``:
+    what computes the result checked against the NumPy reference, ``run_compiled`` by
+    default; the device eager engine's column passes its own).
 
     XLA:CPU flushes float subnormals to zero, on input and on output (FTZ/DAZ), where
     NumPy keeps them; when the sample holds subnormals, an element may instead match
@@ -151,7 +154,7 @@ def check_op(op: OpDef, sample: OpSample, platform: str | None = None) -> None:
     difference counts.
     """
     expected = run_eager(op, sample)
-    actual = run_compiled(op, sample, platform)
+    actual = (run or run_compiled)(op, sample, platform)
     flushed = _flushed(sample)
     alternatives = [flush_subnormals(run_eager(op, flushed))] if flushed is not None else []
     inputs = [i for i in range(len(sample.args)) if i not in sample.captured]
@@ -210,8 +213,8 @@ def check_op(op: OpDef, sample: OpSample, platform: str | None = None) -> None:
 def base_seed(profile: str) -> int:
     """$HLOTRACE_HYPOTHESIS_SEED, else 0 for the deterministic ``ci`` and ``gpu`` profiles,
     else a fresh random base (printed in the pytest header, so a failing run can be repeated)."""
-    if SEED_ENV in os.environ:
-        return int(os.environ[SEED_ENV])
+    if (seed := config.get(SEED_ENV)) is not None:
+        return seed
     return CI_BASE_SEED if profile in DETERMINISTIC_PROFILES else int.from_bytes(os.urandom(4), "little")
 
 

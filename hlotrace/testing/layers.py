@@ -59,6 +59,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("hlotrace.compiled", "hlotrace.build", "hlotrace.arguments", "hlotrace.state", "hlotrace.recompiles"),
     ),
     ("jit", ("hlotrace.traced", "hlotrace.partial", "hlotrace.jit", "hlotrace.captures")),
+    # Eager engines behind dispatch.apply's ENGINE slot (the device one builds on lowering and runtime).
+    ("engines", ("hlotrace.engines",)),
     (
         "plug-ins",
         (

@@ -1,0 +1,69 @@
+"""Eager engines behind :func:`hlotrace.dispatch.apply`.
+
+- ``numpy`` (the default): each op's NumPy reference on the host -- the oracle every property
+  test compares with, and the engine of every hlotrace release so far.
+- ``device``: each op application as a cached one-op executable built from the op's own
+  lowering rule, on the default device (:mod:`hlotrace.engines.device`).
+
+Choose with ``HLOTRACE_EAGER=numpy|device`` (read when hlotrace is imported) or for a block::
+
+    >>> with ht.eager_engine("device"):
+    ...     y = (x * 2).sum()          # runs on the device; y.numpy() copies it back
+
+Recording is orthogonal: an ``xla_trace`` first call records the same program whichever
+engine computes its eager values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from hlotrace import dispatch
+from hlotrace.errors import HlotraceError
+
+ENGINES = ("numpy", "device")
+EAGER_ENV = "HLOTRACE_EAGER"
+_device_engines: dict = {}  # platform -> DeviceEngine
+
+
+def _engine(name: str):
+    if name not in ENGINES:
+        raise HlotraceError(f"unknown eager engine {name!r}: expected one of {', '.join(ENGINES)}")
+    if name == "numpy":
+        return None
+    from hlotrace.engines.device import DeviceEngine  # loads the lowering and runtime layers
+
+    engine = _device_engines.get(None)
+    if engine is None:
+        engine = _device_engines[None] = DeviceEngine()
+    return engine
+
+
+def set_eager_engine(name: str) -> None:
+    """Make ``name`` ("numpy" or "device") the engine of every eager op from now on."""
+    dispatch.ENGINE[0] = _engine(name)
+
+
+def current_eager_engine() -> str:
+    return "numpy" if dispatch.ENGINE[0] is None else "device"
+
+
+@contextlib.contextmanager
+def eager_engine(name: str):
+    """Run the block's eager ops with engine ``name``, then restore the previous one."""
+    previous = dispatch.ENGINE[0]
+    dispatch.ENGINE[0] = _engine(name)
+    try:
+        yield
+    finally:
+        dispatch.ENGINE[0] = previous
+
+
+def configure_from_environment() -> None:
+    value = os.environ.get(EAGER_ENV)
+    if value:
+        try:
+            set_eager_engine(value)
+        except HlotraceError as exc:
+            raise HlotraceError(f"${EAGER_ENV}: {exc}") from None

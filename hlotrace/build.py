@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 
+from hlotrace import config
 from hlotrace import spmd_hooks as _spmd
 from hlotrace.arguments import is_single_result, make_rebuild, output_structure
 from hlotrace.compiled import CompiledEntry, donation, produced_buffer, state_outputs, write_dump
-from hlotrace.errors import BackendError, TraceError
+from hlotrace.errors import BackendError, ConfigError, TraceError
 from hlotrace.metrics import count
 from hlotrace.overrides import OVERRIDES as _OVERRIDES
 from hlotrace.source import user_location
@@ -32,6 +33,14 @@ def check_first_call(value: str | None) -> str | None:
     if value is not None and value not in FIRST_CALLS:
         raise TraceError(f"first_call must be 'eager' or 'compiled' (or ${FIRST_CALL_ENV}), not {value!r}")
     return value
+
+
+def _first_call_setting() -> str:
+    """$HLOTRACE_FIRST_CALL (default ``"eager"``); a bad value is a TraceError naming it."""
+    try:
+        return config.get(FIRST_CALL_ENV)
+    except ConfigError as exc:
+        raise TraceError(f"{exc} (the first_call of functions that give none)") from None
 
 
 def build_entry(
@@ -72,7 +81,7 @@ def build_entry(
     count("recordings")
     # Implicit state the function reads (a random generator's key) becomes a late input,
     # saved in the snapshot so that a failure puts it back too.
-    abstract = (first_call or check_first_call(os.environ.get(FIRST_CALL_ENV) or "eager")) == "compiled"
+    abstract = (first_call or _first_call_setting()) == "compiled"
     # A mesh spanning processes: no process holds the global values, record from shapes.
     abstract = abstract or (_spmd.active and _spmd.spans_processes(inputs))
     recorder = Recorder(name=name, capture_as_const=capture_as_const, on_late_input=snapshot.add, abstract=abstract)
@@ -106,7 +115,7 @@ def build_entry(
     )
     optimized = lowered
     if pipeline:
-        dump = os.environ.get(DUMP_ENV)
+        dump = config.get(DUMP_ENV)
         stages = os.path.join(dump, f"{name}.{number}.passes") if dump else None
         optimized = passes.run(lowered, pipeline, dump_to=stages)
     text = optimized.text()
@@ -149,7 +158,7 @@ def build_entry(
         and all(type(a) is Tensor for a in args)
     )
     keep(entry, recorder, flat)
-    if dump_to := os.environ.get(DUMP_ENV):
+    if dump_to := config.get(DUMP_ENV):
         write_dump(dump_to, f"{name}.{number}", entry, lowered.text(), text if pipeline else None, upgrade)
     if abstract:
         # The recording ran on shapes only and left placeholders in the state it updated:

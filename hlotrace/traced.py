@@ -22,7 +22,7 @@ import itertools
 import os
 from operator import is_
 
-from hlotrace import recompiles, state
+from hlotrace import config, recompiles, state
 from hlotrace import spmd_hooks as _spmd
 from hlotrace.arguments import (
     ArrayArgument,
@@ -42,7 +42,6 @@ from hlotrace.source import user_location
 from hlotrace.tensor import Tensor
 from hlotrace.trace import Trace
 
-_environ = os.environ
 FAST_KEYS = 64  # aval-identity keys remembered per traced function (see _remember_fast)
 
 
@@ -320,16 +319,6 @@ class TracedFunction:
         return list(self._cache.values())
 
 
-def _raw_environment_reader(name: str):
-    """A fast reader of one environment variable's raw value (bytes on POSIX, else str; None
-    when unset), read anew on every call: a C-level dict lookup, no Python frame
-    (``os.environ.get`` encodes the name each time, ~0.7 us)."""
-    data = getattr(_environ, "_data", None)
-    if isinstance(data, dict) and (not data or isinstance(next(iter(data)), bytes)):
-        return functools.partial(data.get, os.fsencode(name))
-    return functools.partial(_environ.get, name)
-
-
 def _pipeline_named(raw) -> str:
     """The pipeline a raw $HLOTRACE_PASSES value names (the default when unset)."""
     if raw is None:
@@ -337,7 +326,7 @@ def _pipeline_named(raw) -> str:
     return os.fsdecode(raw) if isinstance(raw, bytes) else raw
 
 
-_read_passes = _raw_environment_reader(PASSES_ENV)
+_read_passes = config.raw_reader(PASSES_ENV)  # $HLOTRACE_PASSES as set, by a C-level dict lookup
 
 
 def xla_trace(

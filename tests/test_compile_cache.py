@@ -19,6 +19,7 @@ import pytest
 import hlotrace
 from hlotrace import metrics as metrics_of_this_process
 from hlotrace import runtime
+from hlotrace.errors import ConfigError
 from hlotrace.metrics import reset_metrics
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime import cache, compiler
@@ -381,8 +382,8 @@ def test_max_bytes_reads_units(monkeypatch):
         monkeypatch.setenv("HLOTRACE_CACHE_MAX_BYTES", text)
         assert cache.max_bytes() == value
     monkeypatch.setenv("HLOTRACE_CACHE_MAX_BYTES", "lots")
-    with pytest.warns(CacheWarning, match="not a size"):
-        assert cache.max_bytes() == cache.DEFAULT_MAX_BYTES
+    with pytest.raises(ConfigError, match="HLOTRACE_CACHE_MAX_BYTES='lots': expected a positive size"):
+        cache.max_bytes()  # read through hlotrace.config: refused, not a warning and 1 GiB as before
 
 
 # -- the command line ------------------------------------------------------------------------

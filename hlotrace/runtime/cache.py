@@ -48,6 +48,7 @@ import time
 import warnings
 from pathlib import Path
 
+from hlotrace import config
 from hlotrace.metrics import count
 
 CACHE_DIR_ENV = "HLOTRACE_CACHE_DIR"
@@ -87,7 +88,7 @@ def set_directory(path: str | os.PathLike | None) -> None:
 
 def directory() -> Path | None:
     """The cache directory now in effect, or None when the cache is off."""
-    value = (_override if _override is not None else os.environ.get(CACHE_DIR_ENV, "")).strip()
+    value = (_override if _override is not None else config.get(CACHE_DIR_ENV) or "").strip()
     if value.lower() == "off":
         return None
     if value:
@@ -102,23 +103,9 @@ def enabled() -> bool:
     return root is not None and str(root) not in _unusable
 
 
-_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2}
-_UNITS.update({"g": 1024**3, "gb": 1000**3, "gib": 1024**3})
-
-
 def max_bytes() -> int:
     """The size cap: ``$HLOTRACE_CACHE_MAX_BYTES`` (bytes, or with a unit), default 1 GiB."""
-    text = os.environ.get(MAX_BYTES_ENV, "").strip()
-    if not text:
-        return DEFAULT_MAX_BYTES
-    number = text.rstrip("bBkKmMgGiI ")
-    unit = text[len(number) :].strip().lower()
-    try:
-        value = int(float(number) * _UNITS[unit])
-    except (ValueError, KeyError):
-        warn_once(f"size:{text}", f"{MAX_BYTES_ENV}={text!r} is not a size (e.g. 1073741824, 500MB, 2GiB): using 1 GiB")
-        return DEFAULT_MAX_BYTES
-    return max(value, 0)
+    return config.get(MAX_BYTES_ENV)  # a ConfigError naming the variable when it is no positive size
 
 
 def warn_once(tag: str, message: str) -> None:

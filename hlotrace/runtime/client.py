@@ -7,8 +7,7 @@ default CUDA is used when its PJRT plugin and a GPU are present, else the CPU.
 
 from __future__ import annotations
 
-import os
-
+from hlotrace import config
 from hlotrace.errors import BackendError, HlotraceError
 
 PLATFORM_ENV = "HLOTRACE_PLATFORM"
@@ -32,21 +31,15 @@ def cpu_client_exists() -> bool:
     return "cpu" in CLIENTS
 
 
-def _cpu_devices_requested() -> int | None:
-    text = os.environ.get(CPU_DEVICES_ENV, "").strip()
-    if not text:
-        return None
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise HlotraceError(f"{CPU_DEVICES_ENV}={text!r}: expected a positive number of CPU devices")
-    return n
+def _cpu_devices_text() -> str:
+    """$HLOTRACE_CPU_DEVICES as a number's text ("" when unset); a ConfigError when it is not
+    a positive number."""
+    n = config.get(CPU_DEVICES_ENV)
+    return "" if n is None else str(n)
 
 
 def _check_cpu_devices_unchanged() -> None:
-    now = os.environ.get(CPU_DEVICES_ENV, "").strip()
+    now = _cpu_devices_text()
     if CPU_DEVICES_SETTING and now != CPU_DEVICES_SETTING[0]:
         before = CPU_DEVICES_SETTING[0]
         count = len(CLIENTS["cpu"].local_devices())
@@ -63,7 +56,7 @@ def _load_client(platform: str):
     if platform not in CLIENTS:
         if platform == "cpu":
             # HLOTRACE_CPU_DEVICES=N: a CPU client with N devices (hlotrace.distributed).
-            requested = _cpu_devices_requested()
+            requested = config.get(CPU_DEVICES_ENV)
             if _distributed:
                 from hlotrace.runtime import jaxlib_dist
 
@@ -74,7 +67,7 @@ def _load_client(platform: str):
                 from hlotrace.runtime import jaxlib_spmd
 
                 CLIENTS[platform] = _cpu_clients[requested] = jaxlib_spmd.make_cpu_client(requested)
-            CPU_DEVICES_SETTING[:] = [os.environ.get(CPU_DEVICES_ENV, "").strip()]
+            CPU_DEVICES_SETTING[:] = [_cpu_devices_text()]
         else:
             CLIENTS[platform] = jaxlib_compat.get_client(platform)
     elif platform == "cpu":
@@ -98,7 +91,7 @@ def cpu_client(num_devices: int):
 
 def client(platform: str | None = None):
     """The PJRT client: ``platform`` or $HLOTRACE_PLATFORM, else CUDA if present, else CPU."""
-    requested = platform or os.environ.get(PLATFORM_ENV, "").strip().lower() or None
+    requested = platform or config.get(PLATFORM_ENV)
     if requested is not None:
         if requested == "gpu":
             requested = "cuda"

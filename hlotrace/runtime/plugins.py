@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from hlotrace import config
 from hlotrace.errors import BackendError
 
 PLUGIN_ENV = "HLOTRACE_PJRT_PLUGIN"
@@ -34,8 +35,8 @@ def register_plugin(name: str, path: str | os.PathLike) -> None:
 
 def plugin_path(name: str) -> str | None:
     """The library of platform ``name``: registered, or named by $HLOTRACE_PJRT_PLUGIN."""
-    if name not in _PLUGINS and os.environ.get(PLUGIN_ENV, "").strip():
-        register_plugin(name, os.environ[PLUGIN_ENV].strip())
+    if name not in _PLUGINS and (path := config.get(PLUGIN_ENV)):
+        register_plugin(name, path)
     return _PLUGINS.get(name)
 
 

@@ -31,10 +31,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 
 import hlotrace.runtime.cache as cache
-from hlotrace.errors import HlotraceError
+from hlotrace import config
 from hlotrace.metrics import count
 from hlotrace.runtime import compiler
 from hlotrace.runtime.client import client, default_device, platform_name
@@ -54,12 +53,7 @@ def enabled(setting: bool | None = None) -> bool:
     """``setting`` when given, else $HLOTRACE_TIERED_COMPILE (default off)."""
     if setting is not None:
         return bool(setting)
-    text = os.environ.get(TIERED_ENV, "").strip().lower()
-    if text in ("1", "on", "true", "yes"):
-        return True
-    if text in ("", "0", "off", "false", "no"):
-        return False
-    raise HlotraceError(f"{TIERED_ENV}={text!r}: expected 1/on or 0/off")
+    return config.get(TIERED_ENV)  # a ConfigError naming the variable when the value is no switch
 
 
 def _warn_once(what: str, message: str) -> None:

@@ -296,7 +296,7 @@ class Tensor:
     def __getitem__(self, index) -> Tensor:
         """Basic indexing (ints, slices, None, Ellipsis), ``x[int_tensor]`` (take along that
         axis; recordable) and ``x[bool_mask]`` (eager and under autodiff only: its shape
-        depends on the mask's values). See :mod:`hlotrace.ops.gather_set`."""
+        depends on the mask's values). See :mod:`hlotrace.ops.gather.writes`."""
         return HOOKS.getitem(self, index)
 
     def __setitem__(self, index, value) -> None:
@@ -494,7 +494,7 @@ class _Hooks:
     def __init__(self):
         self.sharding_of = lambda tensor: None  # hlotrace.distributed.placement: a mesh placement
         self.host_value = None  # hlotrace.distributed.global_data: a value spread over processes
-        self.getitem = None  # hlotrace.ops.gather_set: x[index]
+        self.getitem = None  # hlotrace.ops.gather.writes: x[index]
         self.to_dlpack = self.dlpack_device = None  # hlotrace.interop
 
 

@@ -1,5 +1,5 @@
 """Mutants of hlotrace/lowering/rules/gather.py and of the gather family's VJPs
-(hlotrace/ops/gather.py, gather_scatter.py, gather_set.py); see TESTING.md.
+(hlotrace/ops/gather/take.py, scatter.py, writes.py); see TESTING.md.
 
 The rule mutants are killed by the property tests; the VJP mutants by the gradient tests
 (``--columns gradient``).
@@ -8,10 +8,9 @@ The rule mutants are killed by the property tests; the VJP mutants by the gradie
 from hlotrace.testing.mutation import Mutant
 
 FILE = "hlotrace/lowering/rules/gather.py"
-OPS = "hlotrace/ops/gather.py"
-OPS_SCATTER = "hlotrace/ops/gather_scatter.py"
-OPS_SET = "hlotrace/ops/gather_set.py"
-
+OPS = "hlotrace/ops/gather/take.py"
+OPS_SCATTER = "hlotrace/ops/gather/scatter.py"
+OPS_SET = "hlotrace/ops/gather/writes.py"
 MUTANTS = [
     # -- rules ----------------------------------------------------------------------------
     Mutant(

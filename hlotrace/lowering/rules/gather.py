@@ -1,4 +1,4 @@
-"""Lowering rules for hlotrace/ops/gather.py, gather_scatter.py and gather_set.py.
+"""Lowering rules for hlotrace/ops/gather/ (take.py, scatter.py, writes.py).
 
 Negative indices are wrapped first (``i + dim`` where ``i < 0``); what is still out of
 range is then clamped by ``stablehlo.gather`` and dropped by ``stablehlo.scatter`` (the ops'
@@ -14,7 +14,7 @@ from __future__ import annotations
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
 from hlotrace.lowering.registry import rule
-from hlotrace.ops.gather import compute_dtype, take_shape
+from hlotrace.ops.gather.common import compute_dtype, take_shape
 from hlotrace.ops.indexing import getitem_infer, slice_length
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo

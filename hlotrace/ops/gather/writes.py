@@ -1,6 +1,6 @@
 """Integer-tensor indexing, writing side: masked_fill, setitem, index_copy (primitives), and
-the dispatch behind ``Tensor.__getitem__`` / ``Tensor.__setitem__`` (imported by
-:mod:`hlotrace.ops.gather`, whose module docstring states the shared index semantics).
+the dispatch behind ``Tensor.__getitem__`` / ``Tensor.__setitem__`` (the shared
+index semantics are in :mod:`hlotrace.ops.gather`'s docstring).
 
 Semantics (each op's reference below is the definition the lowering rules must match):
 
@@ -36,28 +36,25 @@ Semantics (each op's reference below is the definition the lowering rules must m
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError, TraceError
 from hlotrace.ops.common import F, broadcast_shapes
-from hlotrace.ops.gather import (
+from hlotrace.ops.gather.common import (
     FAMILY,
     as_tensor,
     canonical_axis,
     cast_like_astype,
     check_attrs,
     check_index_dtype,
-    index_values,
     op_error,
-    operand_shape,
-    take,
     take_shape,
     wrapped,
 )
+from hlotrace.ops.gather.samples import index_copy_sample, masked_fill_sample, setitem_sample
+from hlotrace.ops.gather.take import take
 from hlotrace.ops.indexing import _from_canonical, _getitem_canonicalize, getitem_infer
 from hlotrace.ops.registry import Aval, OpDef, register_op
 from hlotrace.recording import current_recorder
@@ -132,25 +129,6 @@ def _masked_fill_reference(x, mask, *, value):
     return np.where(mask, np.asarray(value, x.dtype), x)
 
 
-def _mask_sample(s):
-    @s.st.composite
-    def sample(draw):
-        dtype = np.dtype(draw(s.dtypes(s.ALL)))  # the dtype probe draws None
-        rng = s.generator(draw)
-        shape = s.random_shape(rng)
-        rank = int(rng.integers(0, len(shape) + 1)) if rng.random() < 1 / 3 else len(shape)
-        mask_shape = tuple(1 if rng.random() < 1 / 4 else d for d in shape[len(shape) - rank :])
-        x = draw(s.arrays(dtype, shape))
-        density = rng.choice([0.0, 0.5, 1.0, rng.random()])
-        mask = np.asarray(rng.random(mask_shape) < density)
-        value = s.values(dtype).scalar(rng)
-        if dtype in dt.FLOATING and rng.random() < 1 / 4:  # an int, or a value past the dtype's range
-            value = int(rng.integers(-5, 6)) if rng.random() < 1 / 2 else float(rng.choice([1e10, -1e300, 7e4]))
-        return s.OpSample((x, mask), {"value": value})
-
-    return sample()
-
-
 MASKED_FILL = register_op(
     OpDef(
         name="masked_fill",
@@ -158,7 +136,7 @@ MASKED_FILL = register_op(
         reference=_masked_fill_reference,
         infer=_masked_fill_infer,
         canonicalize=_masked_fill_canonicalize,
-        sample=_mask_sample,
+        sample=masked_fill_sample,
         vjp=lambda ct, out, x, mask, *, value: (masked_fill(ct, mask, 0), None),
         doc="value where the bool mask (broadcast to x) is true, else x; a Python scalar value",
     )
@@ -191,41 +169,6 @@ def _setitem_reference(x, value, *, index):
     return out
 
 
-def _value_dtype(s, draw, dtype):
-    """A value dtype that may be stored in a ``dtype`` tensor (no float into int/bool)."""
-    choices = s.ALL if dtype in dt.FLOATING else (dt.bool_, *dt.INTEGER)
-    return np.dtype(draw(s.other_dtypes(dtype, choices)))
-
-
-def _value(s, draw, rng, dtype, target, keep_ones=()):
-    """A value for ``target`` (the indexed shape): a Python scalar one time in six, else an
-    array of a suffix of it with some dims 1 (the dims in ``keep_ones`` always 1)."""
-    vdtype = _value_dtype(s, draw, dtype)
-    if rng.random() < 1 / 6 and not keep_ones:
-        scalar = s.values(vdtype).scalar(rng)
-        if type(scalar) is int and dt.promote(dtype, dt.Weak(int)) == dt.int32:
-            scalar = int(np.array(scalar, np.int64).astype(np.int32))  # a weak int is int32 here
-        return scalar
-    shape = [1 if i in keep_ones or rng.random() < 1 / 4 else d for i, d in enumerate(target)]
-    lead = int(rng.integers(0, len(shape) + 1)) if rng.random() < 1 / 4 else 0
-    if any(i < lead for i in keep_ones):
-        lead = 0
-    return draw(s.arrays(vdtype, tuple(shape[lead:])))
-
-
-def _setitem_sample(s):
-    @s.st.composite
-    def sample(draw):
-        base = draw(s.getitem_sample())
-        x, index = base.args[0], base.attrs["index"]
-        aval = Aval(x.shape, x.dtype)
-        selected = getitem_infer(aval, **_getitem_canonicalize((aval,), {"index": index})).shape
-        value = _value(s, draw, s.generator(draw), x.dtype, selected)
-        return s.OpSample((x, value), {"index": index})
-
-    return sample()
-
-
 SETITEM = register_op(
     OpDef(
         name="setitem",
@@ -234,7 +177,7 @@ SETITEM = register_op(
         infer=_setitem_infer,
         canonicalize=_setitem_canonicalize,
         promote_inputs=(0,),
-        sample=_setitem_sample,
+        sample=setitem_sample,
         vjp=lambda ct, out, x, value, *, index: (setitem(ct, 0, index), F.getitem(ct, index)),
         doc="x with x[index] = value (basic index; value broadcast and cast to x's dtype)",
     )
@@ -262,34 +205,6 @@ def _index_copy_reference(x, index, source, *, axis):
     return out
 
 
-def _index_copy_sample(s):
-    @s.st.composite
-    def sample(draw):
-        dtype = np.dtype(draw(s.dtypes(s.ALL)))  # the dtype probe draws None
-        index_dtype = draw(s.st.sampled_from(dt.INTEGER))
-        rng = s.generator(draw)
-        shape = operand_shape(rng)
-        axis = int(rng.integers(0, len(shape)))
-        dim = shape[axis]
-        # Repeated indices only where every write is the same value (the source broadcast
-        # along the index dims) and no gradient is checked (not float): which write wins is
-        # unspecified, and a repeated write's cotangent counts once per write.
-        unique = dtype in dt.FLOATING or rng.random() < 1 / 2
-        while True:
-            index_shape = s.random_shape(rng, max_dims=2)
-            n = math.prod(index_shape)
-            if (n <= dim or (not unique and dim)) or n == 0:
-                break
-        index = index_values(rng, index_shape, dim, unique=unique).astype(index_dtype)
-        target = take_shape(shape, index_shape, axis)
-        keep_ones = () if unique else tuple(range(axis, axis + len(index_shape)))
-        source = _value(s, draw, rng, dtype, target, keep_ones)
-        x = draw(s.distinct_arrays(dtype, shape))
-        return s.OpSample((x, index, source), {"axis": axis - len(shape) if rng.random() < 1 / 2 else axis})
-
-    return sample()
-
-
 INDEX_COPY = register_op(
     OpDef(
         name="index_copy",
@@ -298,7 +213,7 @@ INDEX_COPY = register_op(
         infer=_index_copy_infer,
         canonicalize=_index_copy_canonicalize,
         promote_inputs=(0,),
-        sample=_index_copy_sample,
+        sample=index_copy_sample,
         vjp=lambda ct, out, x, index, source, *, axis: (
             index_copy(ct, axis, index, 0),
             None,

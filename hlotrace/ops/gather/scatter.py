@@ -10,38 +10,22 @@ from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
-from hlotrace.ops.gather import (
+from hlotrace.ops.gather.common import (
     FAMILY,
     NUMERIC,
     as_tensor,
-    axis_of,
     canonical_axis,
     check_attrs,
     check_index_dtype,
     compute_dtype,
-    gather,
-    index_values,
     op_error,
-    operand_shape,
-    take,
     wrapped,
 )
+from hlotrace.ops.gather.samples import index_add_sample, scatter_add_sample
+from hlotrace.ops.gather.take import axis_of, gather, take
 from hlotrace.ops.registry import Aval, OpDef, register_op
 
 __all__ = ["index_add", "scatter_add"]
-
-
-def sum_elements(s, dtype, rng):
-    """Elements of scatter-add operands. Floats: multiples of 1/4 in [-8, 8] and the special
-    values (NaN, ±inf, ±0.0), whose sums are exact in float32 in any order (duplicate indices
-    add in an order NumPy and XLA need not share); half precision half of the time general
-    values (they add in float32 and round once: the order hardly shows). Integers: the full
-    range (sums wrap around alike in any order)."""
-    if dtype in dt.FLOATING and dtype.itemsize == 2 and rng.random() < 1 / 2:
-        return s.values(dtype, special_rate=1 / 16, boundary_rate=0.0)
-    if dtype in dt.FLOATING:
-        return s.values(dtype, -8.0, 8.0, grid_bits=2, edges=(0.0, -0.0, 1.0, -1.0, 0.5))
-    return s.values(dtype)
 
 
 # -- scatter_add ------------------------------------------------------------------------------
@@ -84,26 +68,6 @@ def _scatter_vjp(ct, out, x, index, src, *, axis):
     return ct, None, gather(ct, axis, index)
 
 
-def _scatter_sample(s):
-    @s.st.composite
-    def sample(draw):
-        dtype = np.dtype(draw(s.dtypes(NUMERIC)))  # the dtype probe draws None
-        index_dtype = draw(s.st.sampled_from(dt.INTEGER))
-        rng = s.generator(draw)
-        shape = operand_shape(rng)
-        axis = int(rng.integers(0, len(shape)))
-        index_shape = [int(rng.integers(0, d + 1)) if rng.random() < 1 / 4 else d for d in shape]
-        index_shape[axis] = int(rng.integers(0, 6)) if shape[axis] else 0
-        index = index_values(rng, tuple(index_shape), shape[axis]).astype(index_dtype)
-        elements = sum_elements(s, dtype, rng)
-        x = draw(s.arrays(dtype, shape, elements))
-        src = draw(s.arrays(dtype, tuple(index_shape), elements))
-        axis = axis - len(shape) if rng.random() < 1 / 2 else axis
-        return s.OpSample((x, index, src), {"axis": axis})
-
-    return sample()
-
-
 SCATTER_ADD = register_op(
     OpDef(
         name="scatter_add",
@@ -111,7 +75,7 @@ SCATTER_ADD = register_op(
         reference=_scatter_reference,
         infer=_scatter_infer,
         canonicalize=_scatter_canonicalize,
-        sample=_scatter_sample,
+        sample=scatter_add_sample,
         vjp=_scatter_vjp,
         doc="torch.scatter_add: x with src added at index along axis; duplicates accumulate",
     )
@@ -179,28 +143,6 @@ def _index_add_vjp(ct, out, x, index, source, *, axis, alpha):
     return ct, None, g if alpha == 1 else g * alpha
 
 
-def _index_add_sample(s):
-    @s.st.composite
-    def sample(draw):
-        dtype = np.dtype(draw(s.dtypes(NUMERIC)))  # the dtype probe draws None
-        index_dtype = draw(s.st.sampled_from(dt.INTEGER))
-        rng = s.generator(draw)
-        shape = operand_shape(rng)
-        axis = int(rng.integers(0, len(shape)))
-        n = int(rng.integers(0, 6)) if shape[axis] else 0
-        index = index_values(rng, (n,), shape[axis]).astype(index_dtype)
-        elements = sum_elements(s, dtype, rng)
-        x = draw(s.arrays(dtype, shape, elements))
-        source = draw(s.arrays(dtype, (*shape[:axis], n, *shape[axis + 1 :]), elements))
-        attrs = {"axis": axis - len(shape) if rng.random() < 1 / 2 else axis}
-        if rng.random() < 2 / 3:
-            alphas = (1, -1, 2, 3, 0) if dtype in dt.INTEGER else (1, -1, 2, 0.5, 0.0, -0.25, 3)
-            attrs["alpha"] = alphas[rng.integers(0, len(alphas))]
-        return s.OpSample((x, index, source), attrs)
-
-    return sample()
-
-
 INDEX_ADD = register_op(
     OpDef(
         name="index_add",
@@ -208,7 +150,7 @@ INDEX_ADD = register_op(
         reference=_index_add_reference,
         infer=_index_add_infer,
         canonicalize=_index_add_canonicalize,
-        sample=_index_add_sample,
+        sample=index_add_sample,
         vjp=_index_add_vjp,
         doc="torch.index_add: x with alpha * source[..., i, ...] added at index[i] along axis; 1-D index",
     )

@@ -26,14 +26,6 @@ from hlotrace.runtime.jaxlib_compat import ir
 
 DUMP_ENV = "HLOTRACE_DUMP_TO"
 
-# hlotrace's own passes, imported (registered) by the first parse_pipeline().
-OWN_PASS_MODULES: tuple[str, ...] = (
-    "hlotrace.passes.fuse_reductions",
-    "hlotrace.passes.simplify",
-    "hlotrace.passes.remat",
-    "hlotrace.passes.fuse_elementwise",
-)
-
 
 @dataclass(frozen=True)
 class PassSpec:
@@ -119,10 +111,9 @@ def parse_pipeline(text: str | None) -> tuple[PassSpec, ...]:
 
 
 def _load_own_passes() -> None:
-    import importlib
-
-    for name in OWN_PASS_MODULES:
-        importlib.import_module(name)
+    """Register hlotrace's own passes (:mod:`hlotrace.passes.builtin`), on first use."""
+    # In-function: the pass modules import this one (main_function, clone_module).
+    import hlotrace.passes.builtin  # noqa: F401
 
 
 def pipeline_text(specs) -> str:

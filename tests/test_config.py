@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 import hlotrace.distributed.process as process
+import hlotrace.runtime.cache as cache
+import hlotrace.runtime.tiered as tiered
 from hlotrace import config
 from hlotrace.errors import ConfigError, HlotraceError
 from hlotrace.tools.cli import main
@@ -193,18 +195,25 @@ def test_a_negative_or_zero_cache_size_is_refused(text, monkeypatch, capsys):
     monkeypatch.setenv("HLOTRACE_CACHE_MAX_BYTES", text)
     with pytest.raises(ConfigError, match=r"HLOTRACE_CACHE_MAX_BYTES='-?\d+(MB)?': expected a positive size"):
         config.get("HLOTRACE_CACHE_MAX_BYTES")
+    with pytest.raises(ConfigError, match="HLOTRACE_CACHE_MAX_BYTES"):
+        cache.max_bytes()  # the cache's own reader: no cap of 0 bytes
     assert main(["cache"]) == 2
     assert capsys.readouterr().err.strip().startswith(f"hlotrace: error: HLOTRACE_CACHE_MAX_BYTES='{text}'")
 
 
 def test_booleans_take_the_documented_words_in_any_case_and_nothing_else(monkeypatch):
+    # HLOTRACE_TIERED_COMPILE=yes is on, as documented for every boolean; a word outside the
+    # eight is refused (the tiered switch's own reader included).
     for text, value in (("yes", True), ("ON", True), ("True", True), ("1", True), ("no", False), ("Off", False)):
         monkeypatch.setenv("HLOTRACE_TIERED_COMPILE", text)
         assert config.get("HLOTRACE_TIERED_COMPILE") is value
+        assert tiered.enabled() is value
     for text in ("y", "enable", "2", "-1"):
         monkeypatch.setenv("HLOTRACE_TIERED_COMPILE", text)
         with pytest.raises(ConfigError, match="expected 1, true, yes, on"):
             config.get("HLOTRACE_TIERED_COMPILE")
+        with pytest.raises(ConfigError, match=f"HLOTRACE_TIERED_COMPILE='{text}'"):
+            tiered.enabled()
 
 
 def test_a_typo_in_a_switch_is_refused_where_it_was_taken_as_on(monkeypatch):

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import hlotrace as ht
@@ -72,8 +72,13 @@ codes = st.lists(st.integers(0, 3), min_size=1, max_size=4)
 values = st.integers(0, 2**31 - 1).map(lambda s: np.random.default_rng(s).standard_normal((2, 3)).astype(np.float32))
 
 
+def _value(seed):
+    return np.random.default_rng(seed).standard_normal((2, 3)).astype(np.float32)
+
+
 @settings_few
 @given(codes, codes, values, values, st.booleans())
+@example([0], [1], _value(5), _value(6), True)  # two different branches: the taken one counts
 def test_cond_eager_matches_compiled(c1, c2, x, y, pred):
     def f(p, x, y):
         return F.cond(p, lambda x, y: _body(c1)(x, y), lambda x, y: _body(c2)(x, y), x, y)
@@ -86,6 +91,7 @@ def test_cond_eager_matches_compiled(c1, c2, x, y, pred):
 
 @settings_few
 @given(codes, codes, values, values, st.integers(-3, 5))
+@example([0], [1], _value(1), _value(2), -3)  # XLA alone would run the last branch
 def test_switch_eager_matches_compiled_and_clamps(c1, c2, x, y, index):
     branches = [lambda x, y: _body(c1)(x, y), lambda x, y: _body(c2)(x, y), lambda x, y: x - y]
 
@@ -100,6 +106,7 @@ def test_switch_eager_matches_compiled_and_clamps(c1, c2, x, y, index):
 
 @settings_few
 @given(codes, values, values, st.booleans(), st.integers(0, 4))
+@example([0], _value(3), _value(4), True, 3)  # reversed: ys still in index order
 def test_scan_eager_matches_compiled_and_the_unrolled_loop_bit_for_bit(code, h, w, reverse, length):
     body = _body(code)
     xs = np.random.default_rng(length).standard_normal((length, 2, 3)).astype(np.float32)

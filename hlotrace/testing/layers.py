@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "hlotrace.config",
         ),
     ),
-    ("recording", ("hlotrace.recording", "hlotrace.trace")),
+    ("recording", ("hlotrace.recording", "hlotrace.records", "hlotrace.trace")),
     ("tensor", ("hlotrace.tensor",)),
     ("ops", ("hlotrace.ops.registry",)),
     ("dispatch", ("hlotrace.dispatch", "hlotrace.autodiff")),

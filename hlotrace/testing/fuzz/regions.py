@@ -2,7 +2,7 @@
 several outputs, whose regions are drawn here.
 
 The ops' own sample strategies (hlotrace/ops/control_flow_grad.py) give single-output,
-float64 uses, which is what ``apply`` takes; half of a control-flow op's steps use them.
+float64 uses (what the generated tests draw); half of a control-flow op's steps use them.
 The other half come from here and go through the public API (``F.switch``, ``F.scan``,
 ``F.while_loop``), as a user's program does: the operands are live values of the program
 (or fresh inputs) of its main float dtype (float32 when the program's is not float32 or

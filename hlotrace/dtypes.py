@@ -155,6 +155,17 @@ def promote_strong(a: np.dtype, b: np.dtype) -> np.dtype:
     return float32
 
 
+def compute_dtype(dtype) -> np.dtype:
+    """The dtype float arithmetic on ``dtype`` runs in, in the references and the lowering
+    rules alike: float32 for float16/bfloat16 (accumulate wide, round once), float64 for
+    float64 (``promote_strong(dtype, float32)``).
+
+    >>> compute_dtype(bfloat16)
+    dtype('float32')
+    """
+    return promote_strong(np.dtype(dtype), float32)
+
+
 class Weak:
     """Marker for a Python scalar operand; holds the Python type (bool, int or float)."""
 

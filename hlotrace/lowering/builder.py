@@ -49,11 +49,12 @@ class LoweredModule:
         return counts
 
 
-def main_function(module: ir.Module):
+def main_function(module: ir.Module, error: type[Exception] = LoweringError):
+    """``func.func @main`` of ``module`` (the passes use it too, raising their PassError)."""
     for op in module.body.operations:
         if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == "main":
             return op
-    raise LoweringError("module has no func.func @main")
+    raise error("module has no func.func @main")
 
 
 def _location(index: int, op_name: str, record_location, backward: bool = False, scope=None, path=None) -> ir.Location:

@@ -46,6 +46,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
+from hlotrace.dtypes import compute_dtype
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
 from hlotrace.ops.registry import Aval, OpDef, register_op
@@ -61,11 +62,6 @@ GELU_CUBIC = 0.044715
 APPROXIMATIONS = ("none", "tanh")
 
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
-
-
-def compute_dtype(dtype: np.dtype) -> np.dtype:
-    """float32 for float16/bfloat16, else the dtype itself."""
-    return dt.promote_strong(dtype, dt.float32)
 
 
 def _float_infer(x: Aval, **attrs) -> Aval:

@@ -40,6 +40,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
+from hlotrace.dtypes import compute_dtype
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, get_op, register_op
 
@@ -48,11 +49,6 @@ FAMILY = "creation"
 __all__ = ["eye", "linspace"]  # re-exported by hlotrace/ops/layout.py (F.eye, F.linspace)
 
 INT32_MAX = 2**31 - 1
-
-
-def compute_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype a float arange computes in: float32, or float64 for float64."""
-    return dt.promote_strong(dtype, dt.float32)
 
 
 def _check_attrs(name, attrs, allowed, required=()):

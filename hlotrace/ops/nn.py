@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dtypes import compute_dtype
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axis
 from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, register_op
@@ -39,11 +40,6 @@ from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, register_op
 FAMILY = "nn"
 
 NUMERIC_DTYPES = (*dt.INTEGER, *dt.FLOATING)  # relu and clip
-
-
-def compute_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype sigmoid and log_softmax compute in: float32 for float16/bfloat16."""
-    return dt.promote_strong(dtype, dt.float32)
 
 
 def _no_attrs():

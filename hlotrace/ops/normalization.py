@@ -54,6 +54,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply, describe_avals
+from hlotrace.dtypes import compute_dtype
 from hlotrace.errors import OpError, ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axes
 from hlotrace.ops.registry import Aval, OpDef, register_op
@@ -63,11 +64,6 @@ from hlotrace.trace import scope
 __all__ = ["batch_norm", "batch_norm_inference", "group_norm", "layer_norm"]
 
 FAMILY = "normalization"
-
-
-def compute_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype statistics are computed in: float32 for float16/bfloat16."""
-    return dt.promote_strong(dtype, dt.float32)
 
 
 def _eps(value) -> float:

@@ -28,8 +28,8 @@ import itertools
 import os
 
 import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+from hlotrace.passes.ir_helpers import main_function, top_level
 from hlotrace.passes.locations import record_location
-from hlotrace.passes.manager import main_function
 from hlotrace.passes.registry import register_pass
 from hlotrace.passes.rewrite import remove_dead_ops
 from hlotrace.runtime.jaxlib_compat import func, ir
@@ -133,7 +133,7 @@ def _outline(module, ops, position, name: str, members: list[int]) -> bool:
     outputs = []
     for i in members:
         for r in ops[i].results:
-            users = [position.get(_top(u.owner, position)) for u in r.uses]
+            users = [position.get(top_level(u.owner, position)) for u in r.uses]
             outside = [p for p in users if p not in inside]
             if any(p is None or p <= last for p in outside):
                 return False  # used before the composite could be placed
@@ -182,14 +182,6 @@ def _outline(module, ops, position, name: str, members: list[int]) -> bool:
     for i in reversed(members):
         ops[i].erase()
     return True
-
-
-def _top(op, position):
-    op = op.operation if hasattr(op, "operation") else op
-    while op is not None and op not in position:
-        parent = op.parent
-        op = parent.operation if parent is not None else None
-    return op
 
 
 @register_pass("fuse-elementwise")

@@ -30,7 +30,7 @@ bitwise up to the sign of zeros.
 
 from __future__ import annotations
 
-from hlotrace.passes.manager import main_function
+from hlotrace.passes.ir_helpers import main_function, top_level
 from hlotrace.passes.registry import register_pass
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 
@@ -135,19 +135,10 @@ def _users_before(op, limit: int, position: dict) -> bool:
     for result in op.results:
         for use in result.uses:
             user = use.owner
-            top = _top_level(user, position)
+            top = top_level(user, position)
             if top is not None and position[top] < limit:
                 return True
     return False
-
-
-def _top_level(op, position: dict):
-    """The op of @main's body that is or contains ``op``."""
-    op = op.operation if hasattr(op, "operation") else op
-    while op is not None and op not in position:
-        parent = op.parent
-        op = parent.operation if parent is not None else None
-    return op
 
 
 def _one_round(block) -> int:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 from hlotrace import config
 from hlotrace.errors import PassError
+from hlotrace.passes.ir_helpers import clone_module, main_function, module_asm, top_level  # noqa: F401  (public here too)
 from hlotrace.passes.op_count import count_ops
 from hlotrace.passes.options import check_options
 from hlotrace.passes.registry import PASSES, PASSES_ENV, PassDef
@@ -112,7 +113,7 @@ def parse_pipeline(text: str | None) -> tuple[PassSpec, ...]:
 
 def _load_own_passes() -> None:
     """Register hlotrace's own passes (:mod:`hlotrace.passes.builtin`), on first use."""
-    # In-function: the pass modules import this one (main_function, clone_module).
+    # In-function: importing the passes loads jaxlib's MLIR bindings, needed only from here on.
     import hlotrace.passes.builtin  # noqa: F401
 
 
@@ -200,31 +201,13 @@ def _dump_failure(dump_to, number: int, spec: PassSpec, before, module: ir.Modul
     os.makedirs(directory, exist_ok=True)
     stem = os.path.join(directory, f"{number:02d}.{spec.name}")
     with open(f"{stem}.before.mlir", "w") as f:
-        f.write(_asm(before))
+        f.write(module_asm(before))
     with open(f"{stem}.after.mlir", "w") as f:
-        f.write(_asm(module, generic=True))
+        f.write(module_asm(module, generic=True))
     return f"The module before and after it: {stem}.before.mlir, {stem}.after.mlir"
-
-
-def _asm(module: ir.Module, generic: bool = False) -> str:
-    return module.operation.get_asm(enable_debug_info=True, print_generic_op_form=generic)
 
 
 def _write(directory: str, name: str, module: ir.Module) -> None:
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, name), "w") as f:
-        f.write(_asm(module))
-
-
-def clone_module(module: ir.Module) -> ir.Module:
-    """A deep copy of ``module`` (locations kept), in the same context."""
-    with module.context:
-        return ir.Module.parse(_asm(module))
-
-
-def main_function(module: ir.Module):
-    """``func.func @main`` of ``module``."""
-    for op in module.body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == "main":
-            return op
-    raise PassError("the module has no func.func @main")
+        f.write(module_asm(module))

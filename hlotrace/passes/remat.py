@@ -38,8 +38,8 @@ import math
 import re
 
 from hlotrace.errors import PassError
+from hlotrace.passes.ir_helpers import clone_module, main_function, top_level
 from hlotrace.passes.locations import record_location
-from hlotrace.passes.manager import clone_module, main_function
 from hlotrace.passes.registry import register_pass
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 
@@ -172,18 +172,10 @@ def rematerialize(module, every: int) -> int:
 def _backward_uses(step: _Step, value) -> list:
     uses = []
     for use in value.uses:
-        top = _top_level(use.owner, step.position)
+        top = top_level(use.owner, step.position)
         if top is not None and step.position[top] >= step.forward_end:
             uses.append((step.position[top], use))
     return uses
-
-
-def _top_level(op, position: dict):
-    op = op.operation if hasattr(op, "operation") else op
-    while op is not None and op not in position:
-        parent = op.parent
-        op = parent.operation if parent is not None else None
-    return op
 
 
 def _recompute_segment(step: _Step, start: int, stop: int) -> int:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 from hlotrace import config
-from hlotrace.passes.manager import main_function
+from hlotrace.passes.ir_helpers import main_function
 from hlotrace.runtime.jaxlib_compat import func, ir, stablehlo
 
 _composite_ids = itertools.count()

@@ -9,8 +9,9 @@ once. The limits at -inf that the products would turn into NaN (``-inf * 0``) ar
 from __future__ import annotations
 
 import hlotrace.lowering.hlo as hlo
+from hlotrace.dtypes import compute_dtype
 from hlotrace.lowering.registry import rule
-from hlotrace.ops.activation import GELU_CUBIC, SQRT_2_OVER_PI, SQRT_HALF, compute_dtype
+from hlotrace.ops.activation import GELU_CUBIC, SQRT_2_OVER_PI, SQRT_HALF
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import chlo, stablehlo
 

@@ -28,8 +28,8 @@ import numpy as np
 
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
+from hlotrace.dtypes import compute_dtype
 from hlotrace.lowering.registry import rule
-from hlotrace.ops.conv.window import compute_dtype
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
+from hlotrace.dtypes import compute_dtype
 from hlotrace.lowering.registry import rule
-from hlotrace.ops.creation import compute_dtype, linspace_float64, linspace_step_parts
+from hlotrace.ops.creation import linspace_float64, linspace_step_parts
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import stablehlo
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
+from hlotrace.dtypes import compute_dtype
 from hlotrace.lowering.registry import rule
 from hlotrace.lowering.rules.reduction.basic import reduce
-from hlotrace.ops.nn import compute_dtype
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import stablehlo
 

@@ -57,6 +57,6 @@ conv2d, conv_transpose2d), ``weight_grad`` (conv2d_weight_grad).
 from hlotrace.ops.conv import window, samples, forward, weight_grad  # noqa: F401, I001  (in dependency order)
 from hlotrace.ops.conv.forward import conv1d, conv2d, conv_transpose2d
 from hlotrace.ops.conv.weight_grad import conv2d_weight_grad
-from hlotrace.ops.conv.window import FAMILY, compute_dtype  # noqa: F401  (the rules' accumulation dtype)
+from hlotrace.ops.conv.window import FAMILY  # noqa: F401
 
 __all__ = ["conv1d", "conv2d", "conv2d_weight_grad", "conv_transpose2d"]

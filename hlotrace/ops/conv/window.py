@@ -14,11 +14,6 @@ FAMILY = "conv"
 WINDOW_ATTRS = ("stride", "padding", "dilation")
 
 
-def compute_dtype(dtype) -> np.dtype:
-    """The dtype the lowering accumulates in: float32 for float16/bfloat16."""
-    return dt.promote_strong(np.dtype(dtype), dt.float32)
-
-
 def conv_output_size(size, kernel, stride, padding, dilation) -> int:
     """Spatial size of a convolution's result (PyTorch's formula); may be < 1 when the
     kernel does not fit."""

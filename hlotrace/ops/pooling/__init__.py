@@ -59,7 +59,6 @@ from hlotrace.ops.pooling.window import (  # noqa: F401  (the rules' and tests' 
     adaptive_counts,
     adaptive_windows,
     avg_divisors,
-    compute_dtype,
     lowest,
 )
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
+from hlotrace.dtypes import compute_dtype
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
 from hlotrace.ops.pooling.samples import adaptive_backward_sample, avg_backward_sample, max_backward_sample
@@ -31,7 +32,6 @@ from hlotrace.ops.pooling.window import (
     avg_divisors,
     check_keys,
     check_nchw,
-    compute_dtype,
     output_size_attr,
     pooled_shape,
     pytorch_argmax,

@@ -7,6 +7,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
+from hlotrace.dtypes import compute_dtype
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
 from hlotrace.ops.pooling.samples import adaptive_sample, window_sample
@@ -18,7 +19,6 @@ from hlotrace.ops.pooling.window import (
     avg_divisors,
     check_keys,
     check_nchw,
-    compute_dtype,
     lowest,
     output_size_attr,
     pooled_shape,

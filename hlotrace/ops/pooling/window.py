@@ -17,11 +17,6 @@ MAX_POOL_DTYPES = (*dt.FLOATING, dt.int32, dt.int64)
 # -- geometry shared with the lowering rules ---------------------------------------------
 
 
-def compute_dtype(dtype) -> np.dtype:
-    """The dtype sums and gradient accumulations run in: float32 for float16/bfloat16."""
-    return dt.promote_strong(np.dtype(dtype), dt.float32)
-
-
 def lowest(dtype):
     """What max pooling pads with: -inf, or the integer dtype's lowest value."""
     dtype = np.dtype(dtype)

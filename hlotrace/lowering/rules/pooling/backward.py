@@ -21,6 +21,7 @@ import numpy as np
 
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
+from hlotrace.dtypes import compute_dtype
 from hlotrace.lowering.registry import rule
 from hlotrace.lowering.rules.pooling.windows import (
     INDEX,
@@ -37,7 +38,7 @@ from hlotrace.lowering.rules.pooling.windows import (
     window_geometry,
     window_reduce,
 )
-from hlotrace.ops.pooling import adaptive_counts, avg_divisors, compute_dtype, lowest
+from hlotrace.ops.pooling import adaptive_counts, avg_divisors, lowest
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import stablehlo
 

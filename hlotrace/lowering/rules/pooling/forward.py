@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hlotrace.lowering.hlo as hlo
+from hlotrace.dtypes import compute_dtype
 from hlotrace.lowering.registry import rule
 from hlotrace.lowering.rules.pooling.windows import (
     _add,
@@ -13,7 +14,7 @@ from hlotrace.lowering.rules.pooling.windows import (
     reduce_window,
     window_geometry,
 )
-from hlotrace.ops.pooling import adaptive_counts, avg_divisors, compute_dtype
+from hlotrace.ops.pooling import adaptive_counts, avg_divisors
 from hlotrace.ops.registry import Aval
 
 

@@ -22,6 +22,7 @@ from hlotrace import dtypes as dt
 from hlotrace.avals import Aval, describe_avals
 from hlotrace.errors import OpError, ShapeDtypeError
 from hlotrace.recording import RECORDER, TAPES
+from hlotrace.records import REGIONS_TAG
 from hlotrace.source import user_location
 from hlotrace.tensor import Tensor
 
@@ -31,8 +32,34 @@ if TYPE_CHECKING:
 __all__ = ["ENGINE", "apply", "describe_avals"]
 
 # The eager engine (hlotrace.engines fills it): None runs each op's NumPy reference; else a
-# callable ``(op, attrs, tensors, out_aval) -> Tensor | tuple`` (the device engine).
+# callable ``(op, attrs, tensors, out_aval, key) -> Tensor | tuple`` (the device engine; ``key``
+# is the application's inference key below, or None).
 ENGINE: list = [None]
+
+# (op, input avals, attributes) -> (canonical attributes, inferred aval or avals). Inference is
+# a pure function of them, so an op applied again to tensors of the same shapes and dtypes
+# (every step of a loop) skips canonicalization and inference. Applications whose attributes
+# have no cheap hashable form (regions, arrays) are inferred every time. Cleared when full.
+_INFERRED: dict = {}
+INFERRED_CAPACITY = 1 << 16
+
+
+def _aval(value, _new=tuple.__new__) -> Aval:
+    """The Aval of a tensor's host array or device buffer (the hot path: no NamedTuple __new__)."""
+    return _new(Aval, (value.shape, value.dtype))
+
+
+def _inference_key(op, avals, attrs):
+    if not attrs:
+        return (op, avals)
+    if REGIONS_TAG in op.tags:  # closed sub-programs: a new object per application
+        return None
+    try:
+        key = (op, avals, tuple(sorted(attrs.items())))
+        hash(key)
+    except TypeError:  # a list, an array: no key
+        return None
+    return key
 
 
 def _op_error(op: OpDef, message: str, avals) -> OpError:
@@ -75,15 +102,24 @@ def apply(op: OpDef, *inputs, **attrs):
             with np.errstate(over="ignore"):  # 1e10 as a float16 operand is inf, as in NumPy
                 tensors[i] = Tensor._from_array(np.asarray(inputs[i], dtype=dtype))
 
-    avals = tuple(Aval(t.shape, t.dtype) for t in tensors)
-    try:
-        if op.canonicalize is not None:
-            attrs = op.canonicalize(avals, attrs)
-        out_aval = op.infer(*avals, **attrs)
-    except ShapeDtypeError as exc:
-        raise _op_error(op, str(exc), avals) from None
-    except TypeError as exc:  # unexpected/missing keyword attributes
-        raise _op_error(op, f"bad attributes {sorted(attrs)}: {exc}", avals) from None
+    avals = tuple([_aval(t._host if t._host is not None else t._device) for t in tensors])
+    key = _inference_key(op, avals, attrs)
+    inferred = _INFERRED.get(key) if key is not None else None
+    if inferred is not None:
+        attrs, out_aval = inferred
+    else:
+        try:
+            if op.canonicalize is not None:
+                attrs = op.canonicalize(avals, attrs)
+            out_aval = op.infer(*avals, **attrs)
+        except ShapeDtypeError as exc:
+            raise _op_error(op, str(exc), avals) from None
+        except TypeError as exc:  # unexpected/missing keyword attributes
+            raise _op_error(op, f"bad attributes {sorted(attrs)}: {exc}", avals) from None
+        if key is not None:
+            if len(_INFERRED) >= INFERRED_CAPACITY:
+                _INFERRED.clear()
+            _INFERRED[key] = (attrs, out_aval)
 
     recorder = RECORDER.get()
     several = type(out_aval) is tuple  # a control-flow op's results
@@ -94,7 +130,7 @@ def apply(op: OpDef, *inputs, **attrs):
         else:
             out = Tensor._abstract(out_aval.shape, out_aval.dtype)
     elif (engine := ENGINE[0]) is not None:  # the device engine (hlotrace.engines)
-        out = engine(op, attrs, tensors, out_aval)
+        out = engine(op, attrs, tensors, out_aval, key)
     else:
         arrays = [t.numpy() for t in tensors]
         try:

@@ -42,13 +42,11 @@ class DeviceEngine:
         self._runners: collections.OrderedDict[tuple, tuple] = collections.OrderedDict()
         self._device = None
 
-    def __call__(self, op, attrs: dict, tensors, out_aval):
-        """The result of ``op`` on ``tensors`` (Tensor, or a tuple for several outputs)."""
-        avals = tuple((t.shape, t.dtype) for t in tensors)
-        key = _attrs_key(attrs)
+    def __call__(self, op, attrs: dict, tensors, out_aval, key=None):
+        """The result of ``op`` on ``tensors`` (Tensor, or a tuple for several outputs).
+        ``key``: dispatch's key of the application (op, avals, attributes), when it has one."""
         runner = None
         if key is not None:
-            key = (op.name, key, avals)
             entry = self._runners.get(key)
             if entry is not None:
                 self._runners.move_to_end(key)
@@ -100,29 +98,6 @@ class DeviceEngine:
 
     def __len__(self) -> int:
         return len(self._runners)
-
-
-def _attrs_key(attrs: dict):
-    """A hashable key of canonical attributes, or None when one has no cheap key (regions)."""
-    try:
-        key = tuple(sorted(attrs.items()))
-        hash(key)
-    except TypeError:
-        try:
-            key = tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
-            hash(key)
-        except TypeError:
-            return None
-    return key
-
-
-def _freeze(value):
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    hash(value)
-    return value
 
 
 def _placement_error(op, t) -> OpError:

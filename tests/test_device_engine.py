@@ -48,6 +48,11 @@ def test_attributes_and_avals_select_the_executable():
         np.testing.assert_array_equal(F.sum(x, axis=1).numpy(), [3.0, 12.0])  # same avals, other attribute
         np.testing.assert_array_equal(F.sum(x.astype("int32"), axis=1).numpy(), [3, 12])  # other dtype
         np.testing.assert_array_equal((x + 1).numpy(), np.arange(6).reshape(2, 3) + 1.0)  # weak int scalar
+        xi = x.astype("int32")
+        np.testing.assert_array_equal((x + x).numpy(), 2.0 * np.arange(6).reshape(2, 3))
+        doubled = xi + xi  # the same op and shapes, another dtype (no attributes)
+        assert doubled.dtype == np.int32
+        np.testing.assert_array_equal(doubled.numpy(), 2 * np.arange(6).reshape(2, 3))
         assert (x + 1).dtype == np.float32
 
 

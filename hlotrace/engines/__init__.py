@@ -17,9 +17,8 @@ engine computes its eager values.
 from __future__ import annotations
 
 import contextlib
-import os
 
-from hlotrace import dispatch
+from hlotrace import config, dispatch
 from hlotrace.errors import HlotraceError
 
 ENGINES = ("numpy", "device")
@@ -61,9 +60,5 @@ def eager_engine(name: str):
 
 
 def configure_from_environment() -> None:
-    value = os.environ.get(EAGER_ENV)
-    if value:
-        try:
-            set_eager_engine(value)
-        except HlotraceError as exc:
-            raise HlotraceError(f"${EAGER_ENV}: {exc}") from None
+    """Select the engine $HLOTRACE_EAGER names (numpy when unset; validated by hlotrace.config)."""
+    set_eager_engine(config.get(EAGER_ENV))

@@ -11,7 +11,7 @@ hlotrace's in-process executable cache (``hlotrace.runtime.compiler.EXECUTABLES`
 module's fingerprint) for hlotrace. The jax first call blocks on its result; hlotrace's
 first call returns the eager result, already on the host.
 
-The split for hlotrace repeats the steps of ``TracedFunction._record_and_compile`` one by
+The split for hlotrace repeats the steps of ``hlotrace.build.build_entry`` one by
 one: record (eager run inside a Recorder), lower (``lowering.lower_trace`` + ``.text()``)
 and compile (``runtime.compile``); jax's split uses its AOT API (trace, lower, compile).
 
@@ -81,7 +81,7 @@ def _hlotrace_first_call(n_ops, x_np, y_np):
 
 
 def _hlotrace_split(n_ops, x_np, y_np) -> dict[str, float]:
-    """Record, lower and compile timed separately (the steps of _record_and_compile)."""
+    """Record, lower and compile timed separately (the steps of build_entry)."""
     import hlotrace as ht
     import hlotrace.functional as F
     from hlotrace import lowering, runtime

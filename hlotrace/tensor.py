@@ -19,6 +19,7 @@ from hlotrace.metrics import COUNTS as _metric_counts
 from hlotrace.namespace import F
 from hlotrace.recording import TAPES, current_recorder
 from hlotrace.source import user_location
+from hlotrace.tensor_methods import TensorMethods
 from hlotrace.versions import VERSIONS
 
 
@@ -32,7 +33,7 @@ class AbstractValue:
         self.shape, self.dtype = shape, dtype
 
 
-class Tensor:
+class Tensor(TensorMethods):
     """A dense array of one of the supported dtypes (see :mod:`hlotrace.dtypes`).
 
     Create one with :func:`hlotrace.tensor`::
@@ -202,45 +203,6 @@ class Tensor:
 
     __hash__ = object.__hash__  # identity, like torch: == is elementwise
 
-    # -- methods that are ops ---------------------------------------------------------
-    def astype(self, dtype) -> Tensor:
-        return F.astype(self, dtype)
-
-    def reshape(self, *shape) -> Tensor:
-        if len(shape) == 1 and isinstance(shape[0], tuple | list):
-            shape = tuple(shape[0])
-        return F.reshape(self, shape)
-
-    def transpose(self, *perm) -> Tensor:
-        if len(perm) == 1 and isinstance(perm[0], tuple | list):
-            perm = tuple(perm[0])
-        return F.transpose(self, perm if perm else None)
-
-    @property
-    def T(self) -> Tensor:
-        return F.transpose(self, None)
-
-    def sum(self, axis=None, keepdims=False) -> Tensor:
-        return F.sum(self, axis=axis, keepdims=keepdims)
-
-    def max(self, axis=None, keepdims=False) -> Tensor:
-        return F.max(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis=None, keepdims=False) -> Tensor:
-        return F.min(self, axis=axis, keepdims=keepdims)
-
-    def mean(self, axis=None, keepdims=False) -> Tensor:
-        return F.mean(self, axis=axis, keepdims=keepdims)
-
-    def broadcast_to(self, shape) -> Tensor:
-        return F.broadcast_to(self, shape)
-
-    def expand_dims(self, axis) -> Tensor:
-        return F.expand_dims(self, axis)
-
-    def squeeze(self, axis=None) -> Tensor:
-        return F.squeeze(self, axis)
-
     def detach(self) -> Tensor:
         """The same value as a new Tensor that gradients do not flow through.
 
@@ -305,98 +267,6 @@ class Tensor:
         self._assign(F.setitem(self, value, index))
 
     # -- Python operators ---------------------------------------------------------------
-    def __add__(self, other):
-        return F.add(self, other)
-
-    def __radd__(self, other):
-        return F.add(other, self)
-
-    def __sub__(self, other):
-        return F.subtract(self, other)
-
-    def __rsub__(self, other):
-        return F.subtract(other, self)
-
-    def __mul__(self, other):
-        return F.multiply(self, other)
-
-    def __rmul__(self, other):
-        return F.multiply(other, self)
-
-    def __truediv__(self, other):
-        return F.divide(self, other)
-
-    def __rtruediv__(self, other):
-        return F.divide(other, self)
-
-    def __floordiv__(self, other):
-        return F.floor_divide(self, other)
-
-    def __rfloordiv__(self, other):
-        return F.floor_divide(other, self)
-
-    def __mod__(self, other):
-        return F.mod(self, other)
-
-    def __rmod__(self, other):
-        return F.mod(other, self)
-
-    def __pow__(self, other):
-        return F.power(self, other)
-
-    def __rpow__(self, other):
-        return F.power(other, self)
-
-    def __matmul__(self, other):
-        return F.matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return F.matmul(other, self)
-
-    def __neg__(self):
-        return F.negative(self)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return F.abs(self)
-
-    def __eq__(self, other):  # type: ignore[override]
-        return F.equal(self, other)
-
-    def __ne__(self, other):  # type: ignore[override]
-        return F.not_equal(self, other)
-
-    def __lt__(self, other):
-        return F.less(self, other)
-
-    def __le__(self, other):
-        return F.less_equal(self, other)
-
-    def __gt__(self, other):
-        return F.greater(self, other)
-
-    def __ge__(self, other):
-        return F.greater_equal(self, other)
-
-    def __and__(self, other):
-        return F.logical_and(self, _require_bool(other, "&"))
-
-    def __rand__(self, other):
-        return F.logical_and(_require_bool(other, "&"), self)
-
-    def __or__(self, other):
-        return F.logical_or(self, _require_bool(other, "|"))
-
-    def __ror__(self, other):
-        return F.logical_or(_require_bool(other, "|"), self)
-
-    def __invert__(self):
-        _require_bool(self, "~")
-        return F.logical_not(self)
-
-
 def from_device_buffer(buffer, _new=object.__new__) -> Tensor:
     """``Tensor._from_device(buffer)`` as a plain function: one bound-method call fewer for
     every result of a compiled call (hlotrace.compiled, the per-call hot path)."""
@@ -435,17 +305,6 @@ class Parameter(Tensor):
 
     def __repr__(self) -> str:
         return "Parameter" + super().__repr__()[len("tensor") :]
-
-
-def _require_bool(value, operator: str):
-    dtype = value.dtype if isinstance(value, Tensor) else np.asarray(value).dtype
-    if dtype != dt.bool_:
-        loc = user_location(2)
-        raise OpError(
-            f"operator {operator} is defined on bool tensors only (got {dtype}); "
-            f"compare first or use F.logical_*" + (f" (at {loc})" if loc else "")
-        )
-    return value
 
 
 def _refuse_host_value_while_recording(what: str) -> None:

@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("recording", ("hlotrace.recording", "hlotrace.records", "hlotrace.trace")),
-    ("tensor", ("hlotrace.tensor",)),
+    ("tensor", ("hlotrace.tensor", "hlotrace.tensor_methods")),
     ("ops", ("hlotrace.ops.registry",)),
     ("dispatch", ("hlotrace.dispatch", "hlotrace.autodiff")),
     # The op families: OpDefs (reference, inference, samples, VJP) and their user functions.

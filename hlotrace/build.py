@@ -11,11 +11,13 @@ runs, as it was before this module existed.
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 
 from hlotrace import config
 from hlotrace import spmd_hooks as _spmd
 from hlotrace.arguments import is_single_result, make_rebuild, output_structure
-from hlotrace.compiled import CompiledEntry, donation, produced_buffer, state_outputs, write_dump
+from hlotrace.compiled import CompiledEntry, StateIO, donation, produced_buffer, state_outputs, write_dump
 from hlotrace.errors import BackendError, ConfigError, TraceError
 from hlotrace.metrics import count
 from hlotrace.overrides import OVERRIDES as _OVERRIDES
@@ -75,15 +77,88 @@ def build_entry(
     >>> entry, result = build_entry(fn, (x,), {}, [x], (), state.Snapshot([x]), "", None,
     ...                             name="f", number=1, keep=lambda *a: None)
     """
-    import hlotrace.runtime.tiered as tiered
+    abstract = (first_call or _first_call_setting()) == "compiled"
+    recording = record_and_lower(
+        fn,
+        args,
+        kwargs,
+        inputs,
+        donatable,
+        snapshot,
+        pipeline,
+        placements,
+        name=name,
+        number=number,
+        abstract=abstract,
+        capture_as_const=capture_as_const,
+        platform=platform,
+    )
+    entry, upgrade = compile_recording(
+        recording, name=name, number=number, keep=keep, platform=platform, tiered_compile=tiered_compile
+    )
+    if not recording.abstract:
+        return entry, recording.result
+    # The recording ran on shapes only and left placeholders in the state it updated:
+    # put every tensor back, then run the program like any later call (on the quickly
+    # compiled executable when tiered: the next call waits for the optimized one).
+    snapshot.restore()
+    result = None
+    try:
+        result = entry(inputs)
+    finally:
+        if upgrade is not None:
+            entry.upgrade = upgrade
+            upgrade.start(produced_buffer(result, inputs, entry.io))
+    return entry, result
+
+
+@dataclass
+class Recording:
+    """One call recorded, lowered and run through the pass pipeline, not compiled yet
+    (:func:`record_and_lower`; :func:`compile_recording` makes its CompiledEntry)."""
+
+    trace: object  # hlotrace.trace.Trace
+    recorder: Recorder
+    lowered: object  # hlotrace.lowering.LoweredModule, as lowered
+    optimized: object  # ``lowered`` after the pass pipeline (the same object without one)
+    pipeline: str
+    io: StateIO
+    template: object  # the result's structure (hlotrace.arguments.output_structure)
+    num_results: int
+    late: tuple  # implicit state read by the step (its late inputs)
+    spmd: object  # the mesh plan (hlotrace.distributed), or None: one device
+    abstract: bool  # recorded from shapes only (the state was put back)
+    flat: bool  # stateless, one device, positional Tensors: keyed by shapes and dtypes alone
+    result: object = None  # what the recorded call returned (values only when it ran eagerly)
+
+
+def record_and_lower(
+    fn,
+    args,
+    kwargs,
+    inputs,
+    donatable,
+    snapshot,
+    pipeline: str,
+    placements,
+    *,
+    name: str,
+    number: int,
+    abstract: bool,
+    capture_as_const=False,
+    platform: str | None = None,
+) -> Recording:
+    """Record one call of ``fn`` (from shapes only when ``abstract``), lower it to a module
+    named ``jit_<name>`` and run ``pipeline`` over it; the arguments are
+    :func:`build_entry`'s. An abstract recording leaves placeholders in the state it
+    updated: the caller restores ``snapshot`` before anything reads it."""
     from hlotrace import lowering, passes, runtime
 
     count("recordings")
-    # Implicit state the function reads (a random generator's key) becomes a late input,
-    # saved in the snapshot so that a failure puts it back too.
-    abstract = (first_call or _first_call_setting()) == "compiled"
     # A mesh spanning processes: no process holds the global values, record from shapes.
     abstract = abstract or (_spmd.active and _spmd.spans_processes(inputs))
+    # Implicit state the function reads (a random generator's key) becomes a late input,
+    # saved in the snapshot so that a failure puts it back too.
     recorder = Recorder(name=name, capture_as_const=capture_as_const, on_late_input=snapshot.add, abstract=abstract)
     # Every input is recorded as itself: the function reaches a tensor through its
     # arguments, its holders, a GradManager's watch list or a tied module, and in-place
@@ -113,66 +188,105 @@ def build_entry(
         spmd=spmd or None,
         platform=runtime.platform_name(platform),  # its platform-scoped rules win
     )
+    _name_module(lowered, name)
     optimized = lowered
     if pipeline:
         dump = config.get(DUMP_ENV)
         stages = os.path.join(dump, f"{name}.{number}.passes") if dump else None
         optimized = passes.run(lowered, pipeline, dump_to=stages)
+    stateless = not io.writes and not io.grad_writes and not grad_inputs and not late
+    flat = (
+        stateless
+        and not kwargs
+        and not spmd
+        and not _OVERRIDES
+        and len(inputs) == len(args)
+        and all(type(a) is Tensor for a in args)
+    )
+    return Recording(
+        trace,
+        recorder,
+        lowered,
+        optimized,
+        pipeline,
+        io,
+        template,
+        num_results,
+        late,
+        spmd or None,
+        abstract,
+        flat,
+        None if abstract else result,
+    )
+
+
+def module_name(name: str) -> str:
+    """The module name XLA sees for a function called ``name`` (``jit_step``): it names
+    the HloModule, hence ``XLA_FLAGS=--xla_dump_to``'s files (``module_0001.jit_step.*``)."""
+    return "jit_" + (re.sub(r"[^\w.-]", "_", name) or "traced")
+
+
+def _name_module(lowered, name: str) -> None:
+    from hlotrace.runtime.jaxlib_compat import ir
+
+    module = lowered.module
+    with module.context:
+        module.operation.attributes["sym_name"] = ir.StringAttr.get(module_name(name))
+
+
+def compile_recording(
+    recording: Recording,
+    *,
+    name: str,
+    number: int,
+    keep,
+    platform: str | None = None,
+    tiered_compile: bool | None = None,
+    quick_first: bool = True,
+):
+    """(the CompiledEntry of ``recording``, a tiered first call's background compile or
+    None): compile the optimized module, hand the entry to ``keep(entry, recorder, flat)``
+    (:func:`build_entry`'s) and write $HLOTRACE_DUMP_TO's files. ``quick_first``: an
+    abstract recording may be compiled tiered (``tiered_compile``; a first call's)."""
+    import hlotrace.runtime.tiered as tiered
+    from hlotrace import runtime
+
+    trace, optimized, spmd = recording.trace, recording.optimized, recording.spmd
     text = optimized.text()
     if spmd:  # every process of a multi-process mesh must compile this same module
         _spmd.agree_on_module(name, trace, text, spmd.devices)
     upgrade = None  # a tiered first call's optimized executable, compiling meanwhile
     try:
-        if abstract and not spmd:
+        if recording.abstract and quick_first and not spmd:
             executable, upgrade = tiered.compile_first(
                 text, optimized.in_avals, optimized.out_avals, platform=platform, setting=tiered_compile
             )
         else:
-            executable = runtime.compile(
-                text, optimized.in_avals, optimized.out_avals, platform=platform, spmd=spmd or None
-            )
+            executable = runtime.compile(text, optimized.in_avals, optimized.out_avals, platform=platform, spmd=spmd)
     except BackendError as exc:
         raise BackendError(
             f"{exc} (compiling {name}, {len(trace.records)} recorded ops, first called at "
             f"{user_location(3)}; HLOTRACE_DUMP_TO=DIR keeps the lowered module, `hlotrace stages` shows "
             f"every stage). Every parameter, optimizer state and .grad is as it was before the call."
         ) from exc
-    stateless = not io.writes and not io.grad_writes and not grad_inputs and not late
+    io = recording.io
+    stateless = not io.writes and not io.grad_writes and not io.grad_inputs and not recording.late
     entry = CompiledEntry(
         trace,
-        lowered,
+        recording.lowered,
         executable,
-        make_rebuild(template),
-        num_results,
+        make_rebuild(recording.template),
+        recording.num_results,
         None if stateless else io,
-        late,
+        recording.late,
         optimized,
-        single=is_single_result(template),
+        single=is_single_result(recording.template),
     )
-    flat = (
-        not kwargs
-        and entry.io is None
-        and not spmd
-        and not _OVERRIDES
-        and len(inputs) == len(args)
-        and all(type(a) is Tensor for a in args)
-    )
-    keep(entry, recorder, flat)
+    keep(entry, recording.recorder, recording.flat)
     if dump_to := config.get(DUMP_ENV):
-        write_dump(dump_to, f"{name}.{number}", entry, lowered.text(), text if pipeline else None, upgrade)
-    if abstract:
-        # The recording ran on shapes only and left placeholders in the state it updated:
-        # put every tensor back, then run the program like any later call (on the quickly
-        # compiled executable when tiered: the next call waits for the optimized one).
-        snapshot.restore()
-        result = None
-        try:
-            result = entry(inputs)
-        finally:
-            if upgrade is not None:
-                entry.upgrade = upgrade
-                upgrade.start(produced_buffer(result, inputs, entry.io))
-    return entry, result
+        pipeline = recording.pipeline
+        write_dump(dump_to, f"{name}.{number}", entry, recording.lowered.text(), text if pipeline else None, upgrade)
+    return entry, upgrade
 
 
 def _refuse_aliased_grads(inputs, grads) -> None:

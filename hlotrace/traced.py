@@ -76,6 +76,7 @@ class TracedFunction:
         self.first_call = check_first_call(first_call)
         self.tiered_compile = tiered_compile
         self._signatures: list[dict[str, str]] = []  # recompiles.describe() of each compiled signature
+        self._descriptions: dict[tuple, dict[str, str]] = {}  # the same, by cache key (describe_entries)
         self.capture_as_const = check_mode(capture_as_const)
         self._guard: CaptureGuard | None = None  # what the entries baked in (hlotrace.captures)
         self.platform = platform
@@ -154,36 +155,11 @@ class TracedFunction:
                     self._remember_fast(raw, args, entry)
                     return result
         pipeline = _pipeline_named(raw) if passes is None else passes
-        leaves: list = []
-        key = [pipeline]
-        holders: list = []
         try:
-            flatten(args, leaves, key, holders)
-            if kwargs:
-                flatten(kwargs, leaves, key, holders)
+            key, leaves, holders, held, slots, inputs, placements = self._key(args, kwargs, pipeline)
         except ArrayArgument:
             return self(*wrap_arrays(args), **wrap_arrays(kwargs))
-        # One Tensor object is one input however often the step reaches it (twice among the
-        # arguments, as an argument and as a module's parameter, tied weights): the aliasing
-        # pattern is part of the key, and so are the shapes/dtypes of every input's .grad.
-        # The holders' state is cached between calls (O(1) unless something structural
-        # changed, see hlotrace.versions).
-        held = None
-        if holders:
-            held = state.holder_state(self._holders, holders)
-            key.append(held.token)
-        inputs, slots = state.inputs_of(leaves, held)
-        key.append(slots)
-        for leaf in leaves:
-            if leaf._grad is not None:
-                key.append(tuple(None if t._grad is None else (t._grad.shape, t._grad.dtype) for t in leaves))
-                break
-        if _OVERRIDES:  # lowering.override(...) active: its rules are part of the program
-            key.append(override_token())
-        placements = None
-        if _spmd.active and (placements := _spmd.prepare(inputs, holders, self._placement_memo)) is not None:
-            key.append(placements)  # inputs on a mesh (hlotrace.distributed)
-        entry = self._cache.get(tuple(key))
+        entry = self._cache.get(key)
         if entry is not None:
             result = entry(inputs)
             if entry.run_buffers is not None and id(entry) in self._flat_entries and len(inputs) == len(args):
@@ -195,7 +171,6 @@ class TracedFunction:
         snapshot = state.Snapshot(inputs)
         num_state = len(held.tensors) if held is not None else 0
         name = getattr(self.fn, "__name__", "traced")
-        key = tuple(key)
         try:
             _, result = build_entry(
                 self.fn,
@@ -216,13 +191,47 @@ class TracedFunction:
                 platform=self.platform,
                 tiered_compile=self.tiered_compile,
             )
-            self._signatures.append(signature)
+            self._described_new(key, signature)
             return result
         except BaseException:
             # The first call runs eagerly and updates state as it goes: a failure (in the
             # function, the lowering or the compiler, or Ctrl-C) puts every tensor back.
             snapshot.restore()
             raise
+
+    def _key(self, args, kwargs, pipeline: str):
+        """``(key, leaves, holders, held, slots, inputs, placements)`` of a call: its cache key
+        (everything that selects a compiled entry), its argument leaves, the state holders
+        among the arguments and their cached state, the aliasing slots, the distinct input
+        tensors and their placements over a mesh (None: one device). Raises ArrayArgument
+        when a NumPy array is among the arguments (wrap them and ask again)."""
+        leaves: list = []
+        key = [pipeline]
+        holders: list = []
+        flatten(args, leaves, key, holders)
+        if kwargs:
+            flatten(kwargs, leaves, key, holders)
+        # One Tensor object is one input however often the step reaches it (twice among the
+        # arguments, as an argument and as a module's parameter, tied weights): the aliasing
+        # pattern is part of the key, and so are the shapes/dtypes of every input's .grad.
+        # The holders' state is cached between calls (O(1) unless something structural
+        # changed, see hlotrace.versions).
+        held = None
+        if holders:
+            held = state.holder_state(self._holders, holders)
+            key.append(held.token)
+        inputs, slots = state.inputs_of(leaves, held)
+        key.append(slots)
+        for leaf in leaves:
+            if leaf._grad is not None:
+                key.append(tuple(None if t._grad is None else (t._grad.shape, t._grad.dtype) for t in leaves))
+                break
+        if _OVERRIDES:  # lowering.override(...) active: its rules are part of the program
+            key.append(override_token())
+        placements = None
+        if _spmd.active and (placements := _spmd.prepare(inputs, holders, self._placement_memo)) is not None:
+            key.append(placements)  # inputs on a mesh (hlotrace.distributed)
+        return tuple(key), leaves, holders, held, slots, inputs, placements
 
     def _keep(self, key, name, holders, pipeline, inputs, entry: CompiledEntry, recorder, flat: bool) -> None:
         """Cache a new entry (build_entry calls it before the entry first runs): under its
@@ -262,7 +271,32 @@ class TracedFunction:
         self._fast.clear()
         self._fast_avals.clear()
         self._flat_entries.clear()
+        self._descriptions.clear()
         self._guard = None
+
+    def _described_new(self, key, signature: dict[str, str]) -> None:
+        """Remember the description of a newly compiled signature (recompile warnings,
+        describe_entries)."""
+        self._signatures.append(signature)
+        self._descriptions[key] = signature
+
+    def _pipeline(self) -> str:
+        """The pass pipeline a call made now would use."""
+        return self.passes if self.passes is not None else _pipeline_named(_read_passes())
+
+    # -- ahead of time (hlotrace.aot) --------------------------------------------------
+    def lower(self, *args, **kwargs):
+        """Record for these arguments from their shapes and dtypes only -- nothing runs, no
+        parameter, optimizer state, ``.grad`` or random key changes -- lower, and run the
+        pass pipeline: a :class:`hlotrace.aot.Lowered` (``.as_text()``, ``.trace``,
+        ``.compile()``), as ``jax.jit(f).lower(...)``.
+
+        >>> print(step.lower(x, w).as_text())
+        >>> compiled = step.lower(x, w).compile()  # step(x, w) then runs it, no compile
+        """
+        from hlotrace import aot
+
+        return aot.lower(self, args, kwargs)
 
     # -- inspection ----------------------------------------------------------------------
     @property
@@ -316,7 +350,26 @@ class TracedFunction:
         return entry.executable
 
     def entries(self) -> list[CompiledEntry]:
+        """The compiled entries, one per signature, oldest first (``describe_entries()``
+        says what each is)."""
         return list(self._cache.values())
+
+    def describe_entries(self) -> str:
+        """One line per compiled signature, oldest first: each argument's shape and dtype or
+        static value, the state holders' structure, aliasing, the pass pipeline, the number of
+        recorded ops and the executable's state (compiled, from the disk cache, a tiered
+        quick one whose optimized executable is compiling).
+
+        >>> print(step.describe_entries())
+        1. args[0]: f32[2,3], args[1]: f32[3,4], passes 'simplify,...' -- 2 ops, compiled
+        """
+        from hlotrace.aot import describe_entry
+
+        lines = [
+            describe_entry(number, entry, self._descriptions.get(key))
+            for number, (key, entry) in enumerate(self._cache.items(), start=1)
+        ]
+        return "\n".join(lines) or f"{getattr(self.fn, '__name__', 'function')}: no compiled signature yet"
 
 
 def _pipeline_named(raw) -> str:

@@ -58,7 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "compiled",
         ("hlotrace.compiled", "hlotrace.build", "hlotrace.arguments", "hlotrace.state", "hlotrace.recompiles"),
     ),
-    ("jit", ("hlotrace.traced", "hlotrace.partial", "hlotrace.jit", "hlotrace.captures")),
+    ("jit", ("hlotrace.traced", "hlotrace.partial", "hlotrace.jit", "hlotrace.captures", "hlotrace.aot")),
     # Eager engines behind dispatch.apply's ENGINE slot (the device one builds on lowering and runtime).
     ("engines", ("hlotrace.engines",)),
     (

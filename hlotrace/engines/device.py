@@ -27,6 +27,7 @@ import collections
 from hlotrace import lowering, runtime, spmd_hooks
 from hlotrace.errors import OpError
 from hlotrace.metrics import COUNTS
+from hlotrace.runtime import tiered
 from hlotrace.tensor import from_device_buffer
 from hlotrace.trace import OpRecord, Trace
 
@@ -36,26 +37,28 @@ CAPACITY = 4096  # one-op executables kept (least recently used dropped first)
 class DeviceEngine:
     """Runs op applications as cached one-op executables on one platform's default device."""
 
-    def __init__(self, platform: str | None = None, capacity: int = CAPACITY):
+    def __init__(self, platform: str | None = None, capacity: int = CAPACITY, quick_first: bool = True):
         self.platform = runtime.platform_name(platform)
         self.capacity = capacity
+        self.quick_first = quick_first
         self._runners: collections.OrderedDict[tuple, tuple] = collections.OrderedDict()
         self._device = None
 
     def __call__(self, op, attrs: dict, tensors, out_aval, key=None):
         """The result of ``op`` on ``tensors`` (Tensor, or a tuple for several outputs).
         ``key``: dispatch's key of the application (op, avals, attributes), when it has one."""
-        runner = None
-        if key is not None:
-            entry = self._runners.get(key)
-            if entry is not None:
-                self._runners.move_to_end(key)
-                COUNTS["eager_cache_hits"] += 1
-                runner, exe = entry
-        if runner is None:
-            runner, exe = self._build(op, attrs, tensors, out_aval)
+        entry = self._runners.get(key) if key is not None else None
+        if entry is not None:
+            self._runners.move_to_end(key)
+            COUNTS["eager_cache_hits"] += 1
+            if entry[2] is not None:  # a quickly compiled executable: is the optimized one ready?
+                _settle(entry)
+            runner, exe = entry[0], entry[1]
+        else:
+            entry = self._build(op, attrs, tensors, out_aval)
+            runner, exe = entry[0], entry[1]
             if key is not None:
-                self._runners[key] = (runner, exe)
+                self._runners[key] = entry
                 if len(self._runners) > self.capacity:
                     self._runners.popitem(last=False)
                     COUNTS["eager_evictions"] += 1
@@ -77,20 +80,26 @@ class DeviceEngine:
         trace.outputs = [trace.new_var(a.shape, a.dtype) for a in outs]
         trace.records.append(OpRecord(op.name, dict(attrs), tuple(trace.inputs), tuple(trace.outputs), None))
         lowered = lowering.lower_trace(trace, name=trace.name, platform=self.platform)
-        before = COUNTS["compiles"] + COUNTS["disk_cache_hits"] + COUNTS["memory_cache_hits"]
-        exe = runtime.compile(lowered.text(), lowered.in_avals, lowered.out_avals, platform=self.platform)
-        if COUNTS["compiles"] + COUNTS["disk_cache_hits"] + COUNTS["memory_cache_hits"] != before:
-            COUNTS["eager_compiles"] += 1
-        single = len(outs) == 1 and outs is not out_aval
-        if single:
-            runner = exe.wrapping_runner(from_device_buffer, single=True)
+        text = lowered.text()
+        COUNTS["eager_compiles"] += 1
+        upgrade = None
+        if self.quick_first and self.platform == "cpu":
+            # LLVM at -O0 first (several times faster to compile: a model's first eager step
+            # compiles every op it uses); the optimized executable compiles in the background
+            # and replaces it once done (_settle).
+            exe, upgrade = tiered.compile_first(text, lowered.in_avals, lowered.out_avals, platform="cpu", setting=True)
+            if upgrade is not None:
+                upgrade.start()
         else:
-            run = exe.wrapping_runner(from_device_buffer)
+            exe = runtime.compile(text, lowered.in_avals, lowered.out_avals, platform=self.platform)
+        single = len(outs) == 1 and outs is not out_aval
+        return [_runner(exe, single), exe, upgrade, single]
 
-            def runner(buffers):
-                return tuple(run(buffers))
-
-        return runner, exe
+    def settle(self) -> None:
+        """Wait for every optimized executable still compiling in the background, and use it."""
+        for entry in self._runners.values():
+            if entry[2] is not None:
+                _settle(entry, wait=True)
 
     def clear(self) -> None:
         """Drop every cached executable."""
@@ -107,3 +116,27 @@ def _placement_error(op, t) -> OpError:
         f"executables. Compile the computation with xla_trace (it keeps the placement), or use the NumPy "
         f"engine for it: with ht.eager_engine('numpy'): ..."
     )
+
+
+def _runner(exe, single: bool):
+    if single:
+        return exe.wrapping_runner(from_device_buffer, single=True)
+    run = exe.wrapping_runner(from_device_buffer)
+
+    def runner(buffers):
+        return tuple(run(buffers))
+
+    return runner
+
+
+def _settle(entry, wait: bool = False) -> None:
+    """Switch ``entry`` ([runner, executable, upgrade, single]) to its optimized executable
+    once the background compile is done (``wait``: wait for it); keep the quick one if XLA
+    failed it."""
+    upgrade = entry[2]
+    if not wait and (upgrade.future is None or not upgrade.future.done()) and not upgrade.on_disk:
+        return
+    optimized = upgrade.result()
+    entry[2] = None
+    if optimized is not None:
+        entry[0], entry[1] = _runner(optimized, entry[3]), optimized

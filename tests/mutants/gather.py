@@ -105,7 +105,7 @@ MUTANTS = [
     ),
     Mutant(
         id="setitem-stride-ignored",
-        file=FILE,
+        file="hlotrace/lowering/rules/indexing.py",
         find="        interior.append(step - 1)\n",
         replace="        interior.append(0)\n",
         why="setitem writes a strided slice as if it were contiguous",

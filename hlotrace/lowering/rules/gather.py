@@ -14,8 +14,9 @@ from __future__ import annotations
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
 from hlotrace.lowering.registry import rule
+from hlotrace.lowering.rules.indexing import selection_padding
 from hlotrace.ops.gather.common import compute_dtype, take_shape
-from hlotrace.ops.indexing import getitem_infer, slice_length
+from hlotrace.ops.indexing import getitem_infer
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 
@@ -175,26 +176,10 @@ def _setitem(ctx, x, value, *, index):
     negative-step dims and padded into place (low = first position, interior = step - 1);
     a bool mask padded the same way selects it over x."""
     (xa, va), out = ctx.in_avals, ctx.out_aval
-    counts, low, high, interior, reversed_dims = [], [], [], [], []
-    for entry in index:
-        if entry[0] == "newaxis":
-            continue
-        dim = xa.shape[len(counts)]
-        if entry[0] == "int":
-            first, count, step = entry[1], 1, 1
-        else:
-            start, stop, step = entry[1:]
-            count = slice_length(start, stop, step)
-            first = start + (count - 1) * step if step < 0 else start
-            if step < 0:
-                reversed_dims.append(len(counts))
-                step = -step
-        if count == 0:
-            return x
-        counts.append(count)
-        low.append(first)
-        interior.append(step - 1)
-        high.append(dim - (first + (count - 1) * step + 1))
+    placement = selection_padding(index, xa.shape)
+    if placement is None:
+        return x
+    counts, low, high, interior, reversed_dims = placement
     selected = getitem_infer(xa, index=index).shape
     value = hlo.broadcast_to(hlo.convert(value, va, out.dtype), Aval(va.shape, out.dtype), selected)
     if tuple(counts) != selected:

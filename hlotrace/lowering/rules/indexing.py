@@ -42,15 +42,15 @@ def _getitem(ctx, x, *, index):
     return hlo.reshape(x, out.shape, out.dtype)
 
 
-@rule("getitem_transpose")
-def _getitem_transpose(ctx, x, *, shape, index):
-    """Reshape x to one dim per input dim, reverse negative-step dims, then pad with zeros:
-    low = first position, interior = step - 1, high = what is left."""
-    out = ctx.out_aval
+def selection_padding(index, shape):
+    """Where a canonical getitem ``index`` of an array of ``shape`` selects, as the pad that puts
+    the selection back in place: per indexed dim (newaxis entries skipped) the selected count,
+    the pad's low (first position), high (what is left) and interior (step - 1), and the dims a
+    negative step reverses. None when the selection is empty."""
     counts, low, high, interior, reversed_dims = [], [], [], [], []
     for entry in index:
         if entry[0] == "newaxis":
-            continue  # a size-1 dim of x that the reshape below drops
+            continue  # a size-1 dim the callers' reshape drops
         dim = shape[len(counts)]
         if entry[0] == "int":
             first, count, step = entry[1], 1, 1
@@ -62,11 +62,23 @@ def _getitem_transpose(ctx, x, *, shape, index):
                 reversed_dims.append(len(counts))
                 step = -step
         if count == 0:
-            return hlo.constant(0, out.dtype, out.shape)
+            return None
         counts.append(count)
         low.append(first)
         interior.append(step - 1)
         high.append(dim - (first + (count - 1) * step + 1))
+    return counts, low, high, interior, reversed_dims
+
+
+@rule("getitem_transpose")
+def _getitem_transpose(ctx, x, *, shape, index):
+    """Reshape x to one dim per input dim, reverse negative-step dims, then pad with zeros:
+    low = first position, interior = step - 1, high = what is left."""
+    out = ctx.out_aval
+    placement = selection_padding(index, shape)
+    if placement is None:
+        return hlo.constant(0, out.dtype, out.shape)
+    counts, low, high, interior, reversed_dims = placement
     if tuple(counts) != ctx.in_avals[0].shape:
         x = hlo.reshape(x, counts, out.dtype)
     if reversed_dims:

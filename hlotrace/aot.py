@@ -206,13 +206,18 @@ class Compiled:
 
 
 def _signature_line(signature: dict[str, str]) -> str:
-    """One line of a recompiles.describe() signature: every path but the default aliasing."""
+    """One line of a recompiles.describe() signature: each argument path, a state holder with
+    its tensors' count (its structural key left out), the aliasing when some tensor is
+    reached twice, the pass pipeline last (long, and seldom what differs)."""
     parts = []
     for path, value in signature.items():
-        if path == "pass pipeline" or (path == "aliasing" and value == "every argument tensor distinct"):
+        if path == "pass pipeline" or path.endswith((" structure", " state")):
             continue
-        parts.append(f"{path}: {value}")
-    parts.append(f"passes {signature.get('pass pipeline', '?')}")  # last: long and seldom what differs
+        if path == "aliasing" and value == "every argument tensor distinct":
+            continue
+        state = signature.get(f"{path} state")
+        parts.append(f"{path}: {value} ({state})" if state is not None else f"{path}: {value}")
+    parts.append(f"passes {signature.get('pass pipeline', '?')}")
     return ", ".join(parts)
 
 
@@ -222,7 +227,7 @@ def describe_entry(number: int, entry, signature: dict[str, str] | None) -> str:
     if entry.upgrade is not None:
         cache = "quick executable; the optimized one compiling"
     elif getattr(entry.executable, "from_disk_cache", False):
-        cache = "compiled (from the disk cache)"
+        cache = "loaded from the disk cache"
     else:
         cache = "compiled"
     return f"{number}. {described} -- {len(entry.trace.records)} ops, {cache}"

@@ -7,6 +7,7 @@ executable afterwards (the public names are in :mod:`hlotrace.jit`).
 >>> step(x, w)   # eager run, recorded, lowered, compiled
 >>> step(x, w)   # compiled executable; outputs stay on the device
 >>> step.cache_size, print(step.stablehlo_text)
+>>> step.lower(x, w).compile()   # ahead of time, from shapes only (hlotrace.aot)
 
 Arguments may be nested tuples/lists/dicts of Tensors (NumPy arrays are accepted and
 wrapped) plus hashable Python values; the signature (structure, shapes, dtypes, static

@@ -77,8 +77,8 @@ MUTANTS = [
     Mutant(
         id="abstract-recording-not-restored",
         file=BUILD,
-        find="        # compiled executable when tiered: the next call waits for the optimized one).\n        snapshot.restore()\n",
-        replace="        # compiled executable when tiered: the next call waits for the optimized one).\n",
+        find="    # compiled executable when tiered: the next call waits for the optimized one).\n    snapshot.restore()\n",
+        replace="    # compiled executable when tiered: the next call waits for the optimized one).\n",
         why="first_call='compiled' leaves shape-only placeholders in the state the recording updated",
     ),
     Mutant(

@@ -20,8 +20,8 @@ MUTANTS = [
     Mutant(
         id="upgrade-never-attached",
         file=BUILD,
-        find="                entry.upgrade = upgrade\n",
-        replace="                pass\n",
+        find="            entry.upgrade = upgrade\n",
+        replace="            pass\n",
         why="the entry is never told of the optimized executable: every call runs the quick one",
     ),
     Mutant(

@@ -266,7 +266,10 @@ class Tensor(TensorMethods):
         (recorded as an in-place update while recording, taped under autodiff)."""
         self._assign(F.setitem(self, value, index))
 
-    # -- Python operators ---------------------------------------------------------------
+    # The operators (x + y, x @ w, ~mask, ...) and the op methods (x.sum(), ...) are
+    # TensorMethods' (hlotrace.tensor_methods).
+
+
 def from_device_buffer(buffer, _new=object.__new__) -> Tensor:
     """``Tensor._from_device(buffer)`` as a plain function: one bound-method call fewer for
     every result of a compiled call (hlotrace.compiled, the per-call hot path)."""

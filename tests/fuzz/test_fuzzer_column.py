@@ -30,7 +30,9 @@ def _mutant(file="hlotrace/lowering/rules/elementwise.py", **kw):
 def test_vjp_mutants_are_not_applicable_to_the_fuzzer():
     assert fuzz_not_applicable(_mutant()) is None
     assert fuzz_not_applicable(_mutant("hlotrace/passes/simplify.py")) is None
-    assert "VJP" in fuzz_not_applicable(dataclasses.replace(_mutant("hlotrace/ops/math/unary.py"), id="tan-vjp-as-tanh"))
+    assert "VJP" in fuzz_not_applicable(
+        dataclasses.replace(_mutant("hlotrace/ops/math/unary.py"), id="tan-vjp-as-tanh")
+    )
     assert "VJP" in fuzz_not_applicable(dataclasses.replace(_mutant("hlotrace/autodiff.py"), family="vjp"))
     # pad's index map lives in ops/layout.py and the lowering rule imports it: a forward change
     assert fuzz_not_applicable(_mutant("hlotrace/ops/layout.py")) is None
@@ -69,7 +71,11 @@ def test_a_kill_stands_only_if_the_repro_passes_on_the_unmutated_tree():
 def test_run_columns_marks_a_vjp_mutant_not_applicable_without_running_anything():
     scratch = FakeScratch(1)
     verdicts = run_columns(
-        scratch, ["fuzzer"], [], 10.0, dataclasses.replace(_mutant("hlotrace/ops/math/unary.py"), id="exp-vjp-uses-input")
+        scratch,
+        ["fuzzer"],
+        [],
+        10.0,
+        dataclasses.replace(_mutant("hlotrace/ops/math/unary.py"), id="exp-vjp-uses-input"),
     )
     assert verdicts["fuzzer"].not_applicable and not verdicts["fuzzer"].killed and not scratch.ran
 

@@ -1,5 +1,8 @@
 """Creation ops: zeros, ones, full, arange, eye, linspace. They take no tensor inputs, only attributes.
 
+(One family's op table, over 450 lines on purpose: each op's attribute checks, reference and
+semantics are read together; the samples are inline.)
+
 - ``zeros(shape, dtype)``, ``ones(shape, dtype)``: ``dtype`` defaults to float32.
 - ``full(shape, value, dtype)``: ``dtype`` defaults to the dtype of ``value`` as a Python
   scalar on its own (bool, int32 or float32, see :func:`hlotrace.dtypes.promote`). The

@@ -3,6 +3,7 @@ moveaxis, swapaxes, flatten (composites of transpose, reshape, expand_dims, conc
 getitem, recorded as those ops). ``eye`` and ``linspace`` (hlotrace/ops/creation.py) are
 re-exported here (hlotrace.functional imports this file's ``__all__``). Every dtype is
 admitted; results keep the input's dtype. Sample strategies: hlotrace/testing/layout_samples.py.
+(One family's op table, over 450 lines on purpose: the semantics below are each op's spec.)
 
 Semantics (NumPy's unless stated; each reference below is the definition the rules match):
 

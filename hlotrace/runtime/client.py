@@ -51,20 +51,20 @@ def _check_cpu_devices_unchanged() -> None:
 
 
 def _load_client(platform: str):
-    from hlotrace.runtime import jaxlib_compat
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 
     if platform not in CLIENTS:
         if platform == "cpu":
             # HLOTRACE_CPU_DEVICES=N: a CPU client with N devices (hlotrace.distributed).
             requested = config.get(CPU_DEVICES_ENV)
             if _distributed:
-                from hlotrace.runtime import jaxlib_dist
+                import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
                 CLIENTS[platform] = jaxlib_dist.make_cpu_client(*_distributed, requested)
             elif requested is None:
                 CLIENTS[platform] = jaxlib_compat.get_client(platform)
             else:
-                from hlotrace.runtime import jaxlib_spmd
+                import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 
                 CLIENTS[platform] = _cpu_clients[requested] = jaxlib_spmd.make_cpu_client(requested)
             CPU_DEVICES_SETTING[:] = [_cpu_devices_text()]
@@ -83,7 +83,7 @@ def cpu_client(num_devices: int):
     if own is not None and len(own.local_devices()) == num_devices:
         return own
     if num_devices not in _cpu_clients:
-        from hlotrace.runtime import jaxlib_spmd
+        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 
         _cpu_clients[num_devices] = jaxlib_spmd.make_cpu_client(num_devices)
     return _cpu_clients[num_devices]
@@ -96,7 +96,7 @@ def client(platform: str | None = None):
         if requested == "gpu":
             requested = "cuda"
         if requested not in ("cpu", "cuda"):
-            from hlotrace.runtime import plugins
+            import hlotrace.runtime.plugins as plugins
 
             path = plugins.plugin_path(requested)
             if path is None:
@@ -125,19 +125,19 @@ def client(platform: str | None = None):
 
 
 def default_device(platform: str | None = None):
-    from hlotrace.runtime import jaxlib_compat
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 
     return jaxlib_compat.client_devices(client(platform))[0]
 
 
 def platform_name(platform: str | None = None) -> str:
-    from hlotrace.runtime import jaxlib_compat
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 
     return jaxlib_compat.client_platform(client(platform))
 
 
 def register_plugin(name: str, path) -> None:
     """Use the PJRT plugin library at ``path`` as platform ``name`` (see hlotrace.runtime.plugins)."""
-    from hlotrace.runtime import plugins
+    import hlotrace.runtime.plugins as plugins
 
     plugins.register_plugin(name, path)

@@ -53,7 +53,8 @@ class Target:
 
     def key_fields(self, module_text: str, in_avals, out_avals) -> dict:
         """The persistent cache's key fields for compiling ``module_text`` here."""
-        from hlotrace.runtime import cache, jaxlib_compat
+        import hlotrace.runtime.cache as cache
+        import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 
         if self.spmd_options is None:
             options = jaxlib_compat.compile_options_fingerprint(self.disabled_xla_passes, self.fast)
@@ -78,7 +79,7 @@ class Target:
     def compile(self, module_text: str):
         """The loaded executable from XLA (jaxlib's exception when it fails)."""
         if self.spmd_options is None:
-            from hlotrace.runtime import jaxlib_compat
+            import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 
             return jaxlib_compat.compile_module(
                 self.pjrt, module_text, self.devices[0], self.disabled_xla_passes, fast=self.fast
@@ -90,7 +91,7 @@ class Target:
     def deserialize(self, data: bytes):
         """The loaded executable from the disk cache's bytes (jaxlib's exception when refused)."""
         if self.spmd_options is None:
-            from hlotrace.runtime import jaxlib_compat
+            import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 
             return jaxlib_compat.deserialize_executable(
                 self.pjrt, data, self.devices[0], self.disabled_xla_passes, self.fast
@@ -122,7 +123,7 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     >>> exe.run([exe.to_device(0, np.ones(4, np.float32))])
     """
     if spmd is not None:  # many devices: hlotrace.distributed's plan (mesh, shardings)
-        from hlotrace.runtime import spmd as spmd_runtime
+        import hlotrace.runtime.spmd as spmd_runtime
 
         return spmd_runtime.compile_spmd(module_text, in_avals, out_avals, spmd, disabled_xla_passes)
     device = default_device(platform)
@@ -131,7 +132,7 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     hit = cached(key)
     if hit is not None:
         return hit
-    from hlotrace.runtime import tiered  # (tiered imports this module)
+    import hlotrace.runtime.tiered as tiered  # (tiered imports this module)
 
     if key in tiered.pending:  # compiling in the background (a tiered first call): wait for it
         exe = tiered.pending[key].result()
@@ -147,7 +148,7 @@ def passes_to_disable(module_text: str, platform, disabled_xla_passes: tuple[str
     (else ``platform``'s: a name, or None for the default client)."""
     if _BARRIER in module_text and "cse_barrier_expander" not in disabled_xla_passes:
         if pjrt is not None:
-            from hlotrace.runtime import jaxlib_compat
+            import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 
             on_cpu = jaxlib_compat.client_platform(pjrt) == "cpu"
         else:
@@ -210,7 +211,7 @@ def load_or_compile(target: Target, module_text: str, in_avals, out_avals, *, co
 def load_from_disk(target: Target, module_text: str, in_avals, out_avals):
     """(the disk cache's key fields, or None when it is off for ``target``; (loaded, seconds)
     on a hit, else None)."""
-    from hlotrace.runtime import cache
+    import hlotrace.runtime.cache as cache
 
     if not cache.enabled() or not target.disk_cacheable():
         return None, None
@@ -245,7 +246,8 @@ def compile_now(target: Target, module_text: str):
 def count_and_store(target: Target, loaded, seconds: float, fields, counters=("compiles", "compile_seconds")) -> None:
     """Count a compile (``counters``: its count and seconds) and store it in the disk cache
     (``fields``: its key, or None when the cache is off)."""
-    from hlotrace.runtime import cache, jaxlib_compat
+    import hlotrace.runtime.cache as cache
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 
     count(counters[0])
     count(counters[1], seconds)

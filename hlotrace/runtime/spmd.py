@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import hlotrace.runtime.compiler as compiler
 from hlotrace import spmd_hooks
 from hlotrace.errors import BackendError
 from hlotrace.metrics import COUNTS, count
-from hlotrace.runtime import compiler
 from hlotrace.runtime.execute import CompiledQueries
 
 _JAX_MESHES: dict = {}

@@ -33,9 +33,9 @@ import concurrent.futures
 import logging
 
 import hlotrace.runtime.cache as cache
+import hlotrace.runtime.compiler as compiler
 from hlotrace import config
 from hlotrace.metrics import count
-from hlotrace.runtime import compiler
 from hlotrace.runtime.client import client, default_device, platform_name
 from hlotrace.runtime.compiler import Target
 from hlotrace.runtime.execute import make_executable

@@ -6,6 +6,10 @@ which op failed, the shapes/dtypes involved and the user's source line.
 
 from __future__ import annotations
 
+import numbers
+
+from hlotrace.source import user_location
+
 
 class HlotraceError(Exception):
     """Base class of every error hlotrace raises on purpose."""
@@ -41,3 +45,38 @@ class PassError(HlotraceError):
 
 class ConfigError(HlotraceError, ValueError):
     """An ``HLOTRACE_*`` environment variable holds a value it does not accept (hlotrace.config)."""
+
+
+class ArgumentError(HlotraceError, TypeError, ValueError):
+    """A public function or constructor was given an argument it does not accept.
+
+    The message names the function, the argument, the value given, what was expected and
+    the user's source line (:func:`argument_error`). It is also a TypeError and a ValueError,
+    so code written against Python's conventions still catches it.
+    """
+
+
+_REPR_LIMIT = 80
+
+
+def _short_repr(value) -> str:
+    text = repr(value)
+    return text if len(text) <= _REPR_LIMIT else text[: _REPR_LIMIT - 3] + "..."
+
+
+def argument_error(api: str, argument: str, value, expected: str) -> ArgumentError:
+    """The :class:`ArgumentError` for ``api(argument=value)`` where ``expected`` was wanted:
+    ``nn.Linear: out_features=-3: expected a positive int (at model.py:12 (in build))``.
+
+    >>> raise argument_error("nn.Linear", "out_features", -3, "a positive int")
+    """
+    location = user_location(2)
+    where = f" (at {location})" if location else ""
+    return ArgumentError(f"{api}: {argument}={_short_repr(value)}: expected {expected}{where}")
+
+
+def positive_int(api: str, argument: str, value) -> int:
+    """``value`` when it is an int >= 1 (bools are not sizes), else the ArgumentError naming it."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return int(value)  # a NumPy integer becomes a Python int
+    raise argument_error(api, argument, value, "a positive int")

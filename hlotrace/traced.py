@@ -34,7 +34,7 @@ from hlotrace.build import FIRST_CALLS as FIRST_CALLS  # (hlotrace.jit re-export
 from hlotrace.build import build_entry, check_first_call
 from hlotrace.captures import CaptureGuard, check_mode
 from hlotrace.compiled import CompiledEntry
-from hlotrace.errors import TraceError
+from hlotrace.errors import TraceError, argument_error
 from hlotrace.overrides import OVERRIDES as _OVERRIDES
 from hlotrace.overrides import override_token
 from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES_ENV
@@ -420,6 +420,8 @@ def xla_trace(
       from the optimized executable's in the last bits. Default $HLOTRACE_TIERED_COMPILE,
       else off; see :mod:`hlotrace.runtime.tiered`.
     """
+    if fn is not None and not callable(fn):
+        raise argument_error("xla_trace", "fn", fn, "a function or a module to compile (or options only)")
     options = {
         "capture_as_const": capture_as_const,
         "platform": platform,

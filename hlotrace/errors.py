@@ -7,6 +7,7 @@ which op failed, the shapes/dtypes involved and the user's source line.
 from __future__ import annotations
 
 import numbers
+import sysconfig
 
 from hlotrace.source import user_location
 
@@ -57,6 +58,9 @@ class ArgumentError(HlotraceError, TypeError, ValueError):
 
 
 _REPR_LIMIT = 80
+# Frames that are nobody's source line: Python's own modules (runpy under ``python -m``) and
+# console scripts (``hlotrace``), which reach hlotrace without a user file in between.
+_NOT_USER_CODE = tuple(sysconfig.get_paths()[key] for key in ("stdlib", "scripts"))
 
 
 def _short_repr(value) -> str:
@@ -71,7 +75,8 @@ def argument_error(api: str, argument: str, value, expected: str) -> ArgumentErr
     >>> raise argument_error("nn.Linear", "out_features", -3, "a positive int")
     """
     location = user_location(2)
-    where = f" (at {location})" if location else ""
+    known = location is not None and not location.file.startswith(("<", *_NOT_USER_CODE))
+    where = f" (at {location})" if known else ""
     return ArgumentError(f"{api}: {argument}={_short_repr(value)}: expected {expected}{where}")
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 
-from hlotrace.errors import HlotraceError
+import numpy as np
+
+from hlotrace.errors import HlotraceError, argument_error
 
 
 def devices(platform: str | None = None) -> list:
@@ -39,27 +41,24 @@ def _more_devices_hint(found) -> str:
 
 class Mesh:
     """A grid of devices with named axes: ``Mesh((4, 2), ("data", "model"))`` takes the first
-    8 devices of :func:`devices` (or ``devices=``), row-major."""
+    8 devices of :func:`devices` (or ``devices=``, a list of those devices), row-major."""
 
     __slots__ = ("_hash", "axis_names", "devices", "shape")
 
-    def __init__(self, shape, axis_names, devices=None):
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        axis_names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
-        if not shape or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in shape):
-            raise HlotraceError(f"Mesh shape {shape!r}: expected one or more positive ints")
-        if len(axis_names) != len(shape):
-            raise HlotraceError(
-                f"Mesh shape {shape} has {len(shape)} axes but {len(axis_names)} axis names {axis_names}"
+    def __init__(self, shape=None, axis_names=None, devices=None):
+        shape = (shape,) if isinstance(shape, int | np.integer) else shape
+        if not isinstance(shape, tuple | list) or not shape or not all(_is_size(n) for n in shape):
+            raise argument_error(
+                "Mesh", "shape", shape, 'one or more positive ints, as in Mesh((4, 2), ("data", "model"))'
             )
-        for name in axis_names:
-            if not isinstance(name, str) or not name:
-                raise HlotraceError(f"Mesh axis names must be non-empty strings, got {name!r} in {axis_names}")
-        repeated = sorted({a for a in axis_names if axis_names.count(a) > 1})
-        if repeated:
-            raise HlotraceError(f"Mesh axis name(s) {repeated} repeated in {axis_names}: each axis needs its own name")
+        shape = tuple(int(n) for n in shape)
+        axis_names = (axis_names,) if isinstance(axis_names, str) else axis_names
+        wanted = _axis_names_wanted(axis_names, shape)
+        if wanted:
+            raise argument_error("Mesh", "axis_names", axis_names, wanted)
+        axis_names = tuple(axis_names)
         size = math.prod(shape)
-        available = list(globals()["devices"]()) if devices is None else list(devices)
+        available = list(globals()["devices"]()) if devices is None else _device_list(devices)
         if size > len(available):
             where = "hlotrace's client has" if devices is None else "the devices given are"
             raise HlotraceError(
@@ -68,9 +67,9 @@ class Mesh:
             )
         chosen = tuple(available[:size]) if devices is None else tuple(available)
         if devices is not None and len(chosen) != size:
-            raise HlotraceError(f"Mesh of shape {shape} needs exactly {size} devices, got {len(chosen)}")
+            raise argument_error("Mesh", "devices", devices, f"exactly {size} devices for shape {shape}")
         if len({id(d) for d in chosen}) != len(chosen):
-            raise HlotraceError("Mesh devices must be distinct")
+            raise argument_error("Mesh", "devices", devices, "distinct devices")
         self.shape, self.axis_names, self.devices = shape, axis_names, chosen
         self._hash = hash((shape, axis_names, tuple(int(d.id) for d in chosen)))
 
@@ -102,6 +101,37 @@ class Mesh:
         return f"Mesh({{{axes}}}, devices={[int(d.id) for d in self.devices]})"
 
 
+def _is_size(n) -> bool:
+    return isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 1
+
+
+def _axis_names_wanted(axis_names, shape) -> str | None:
+    """What ``axis_names`` should have been for a mesh of ``shape``; None when it is fine."""
+    one_per_axis = f"{len(shape)} axis name{'s' if len(shape) > 1 else ''}, one per axis of shape {shape}"
+    if not isinstance(axis_names, tuple | list) or len(axis_names) != len(shape):
+        return one_per_axis
+    if not all(isinstance(name, str) and name for name in axis_names):
+        return f"{one_per_axis}, each a non-empty string"
+    repeated = sorted({a for a in axis_names if axis_names.count(a) > 1})
+    if repeated:
+        return f"{one_per_axis}, each axis its own name ({', '.join(map(repr, repeated))} repeated)"
+    return None
+
+
+def _device_list(devices) -> list:
+    """``devices`` as a list of device objects (what :func:`devices` returns); ints or other
+    values are an ArgumentError that says where devices come from."""
+    listed = list(devices) if isinstance(devices, tuple | list) else None
+    if listed is None or not all(hasattr(d, "id") and hasattr(d, "platform") for d in listed):
+        raise argument_error(
+            "Mesh",
+            "devices",
+            devices,
+            "a list of devices from dist.devices() (e.g. devices=dist.devices()[:4]), not indices",
+        )
+    return listed
+
+
 class P(tuple):
     """A partition spec: per tensor dimension ``None`` (replicated), an axis name, or a tuple
     of axis names (split over all of them, major first); dimensions past the end are
@@ -115,7 +145,7 @@ class P(tuple):
             elif isinstance(entry, tuple | list) and all(isinstance(a, str) for a in entry):
                 normalized.append(tuple(entry) if len(entry) != 1 else entry[0])
             else:
-                raise HlotraceError(f"P entries are None, an axis name or a tuple of axis names; got {entry!r}")
+                raise argument_error("P", "entry", entry, "None, an axis name or a tuple of axis names")
         return super().__new__(cls, normalized)
 
     def dims(self, ndim: int) -> tuple[tuple[str, ...], ...]:
@@ -125,6 +155,20 @@ class P(tuple):
 
     def __repr__(self) -> str:
         return f"P({', '.join(map(repr, self))})"
+
+
+def as_spec(spec, api: str = "NamedSharding") -> P:
+    """``spec`` as a :class:`P`: a P, None (replicated), a bare axis name (``"data"`` is
+    ``P("data")``: dimension 0 split over it), or a tuple/list of entries."""
+    if isinstance(spec, P):
+        return spec
+    if spec is None:
+        return P()
+    if isinstance(spec, str):
+        return P(spec)
+    if isinstance(spec, tuple | list):
+        return P(*spec)
+    raise argument_error(api, "spec", spec, 'a dist.P(...), an axis name or None (e.g. dist.P("data", None))')
 
 
 def spec_from_dims(dims) -> P:
@@ -148,19 +192,19 @@ class NamedSharding:
 
     __slots__ = ("_hash", "mesh", "spec")
 
-    def __init__(self, mesh: Mesh, spec=None):
+    def __init__(self, mesh: Mesh, spec=None, *, api: str = "NamedSharding"):
         if not isinstance(mesh, Mesh):
-            raise HlotraceError(f"NamedSharding needs a dist.Mesh, got {type(mesh).__name__}")
-        spec = P() if spec is None else (spec if isinstance(spec, P) else P(*spec))
+            raise argument_error(api, "mesh", mesh, "a dist.Mesh")
+        spec = as_spec(spec, api)
         used: list[str] = []
         for entry in spec:
             for axis in () if entry is None else ((entry,) if isinstance(entry, str) else entry):
                 if axis not in mesh.axis_names:
-                    raise HlotraceError(
-                        f"unknown mesh axis {axis!r} in {spec!r}: the mesh's axes are {mesh.axis_names}"
-                    )
+                    wanted = f"the mesh's axis names {mesh.axis_names} (unknown mesh axis {axis!r})"
+                    raise argument_error(api, "spec", spec, wanted)
                 if axis in used:
-                    raise HlotraceError(f"mesh axis {axis!r} is used twice in {spec!r}: each axis splits one dimension")
+                    wanted = f"each mesh axis at most once: it splits one dimension (mesh axis {axis!r} is used twice)"
+                    raise argument_error(api, "spec", spec, wanted)
                 used.append(axis)
         object.__setattr__(self, "mesh", mesh)
         object.__setattr__(self, "spec", spec)

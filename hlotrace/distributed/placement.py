@@ -15,8 +15,8 @@ import weakref
 import numpy as np
 
 from hlotrace import spmd_hooks
-from hlotrace.distributed.mesh import Mesh, NamedSharding, P, spec_from_dims
-from hlotrace.errors import HlotraceError
+from hlotrace.distributed.mesh import Mesh, NamedSharding, P, as_spec, spec_from_dims
+from hlotrace.errors import HlotraceError, argument_error
 from hlotrace.runtime.spmd import placement_of
 from hlotrace.tensor import HOOKS, Parameter, Tensor
 
@@ -81,16 +81,16 @@ def runtime_sharding(sharding: NamedSharding, ndim: int):
     return spmd.jax_sharding(mesh.devices, mesh.shape, mesh.axis_names, sharding.dims(ndim))
 
 
-def _as_sharding(mesh_or_sharding, spec) -> NamedSharding:
+def _as_sharding(mesh_or_sharding, spec, api: str = "dist.shard") -> NamedSharding:
     if isinstance(mesh_or_sharding, NamedSharding):
         if spec is not None:
-            raise HlotraceError("give either a NamedSharding or a mesh and a spec, not both")
+            raise argument_error(api, "spec", spec, "None when a NamedSharding is given (it holds the spec)")
         return mesh_or_sharding
     if not isinstance(mesh_or_sharding, Mesh):
-        raise HlotraceError(f"expected a dist.Mesh (or a NamedSharding), got {type(mesh_or_sharding).__name__}")
+        raise argument_error(api, "mesh", mesh_or_sharding, "a dist.Mesh (or a NamedSharding)")
     if isinstance(spec, NamedSharding):
         return spec
-    return NamedSharding(mesh_or_sharding, P() if spec is None else (spec if isinstance(spec, P) else P(*spec)))
+    return NamedSharding(mesh_or_sharding, spec, api=api)
 
 
 def _describe(tensor, name=None) -> str:
@@ -119,7 +119,8 @@ def place(tensor: Tensor, sharding: NamedSharding, name: str | None = None) -> T
 
 
 def shard(tensor, mesh, spec=None) -> Tensor:
-    """``tensor`` laid out across ``mesh`` as ``spec`` says (``dist.P("data", None)``).
+    """``tensor`` laid out across ``mesh`` as ``spec`` says (``dist.P("data", None)``; a bare
+    axis name ``"data"`` means ``dist.P("data")``, None replicates).
 
     A :class:`~hlotrace.Parameter` (or a module's buffer, see :func:`shard_module`) is
     re-placed in place and returned, so modules, optimizers and GradManagers that hold it
@@ -142,14 +143,28 @@ def shard(tensor, mesh, spec=None) -> Tensor:
 def shard_module(module, mesh: Mesh, plan: dict | None = None):
     """Place every parameter and buffer of ``module`` by name: ``plan`` maps fnmatch
     patterns (``"fc1.weight"``, ``"*.bias"``) to specs; the first pattern that matches wins
-    and unmatched names are replicated. Returns the module.
+    and unmatched names are replicated. A pattern that matches no name is an error naming it
+    (a typo would otherwise replicate what it meant to split). Returns the module.
 
     >>> dist.shard_module(net, mesh, {"fc1.weight": dist.P("model", None), "*.bias": dist.P()})
     """
+    if plan is not None and not isinstance(plan, dict):
+        raise argument_error("dist.shard_module", "plan", plan, 'a dict of name patterns to specs ({"*.bias": P()})')
     plan = dict(plan or {})
-    for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
-        spec = next((s for pattern, s in plan.items() if fnmatch.fnmatchcase(name, pattern)), None)
-        place(tensor, _as_sharding(mesh, spec), name)
+    named = [*module.named_parameters(), *module.named_buffers()]
+    unmatched = [p for p in plan if not any(fnmatch.fnmatchcase(name, p) for name, _ in named)]
+    if unmatched:
+        shown = ", ".join(name for name, _ in named[:12]) + (", ..." if len(named) > 12 else "")
+        raise argument_error(
+            "dist.shard_module",
+            "plan",
+            unmatched,
+            f"patterns that match parameter or buffer names; these match none (the names: {shown})",
+        )
+    shardings = {p: _as_sharding(mesh, spec, "dist.shard_module") for p, spec in plan.items()}
+    for name, tensor in named:
+        pattern = next((p for p in plan if fnmatch.fnmatchcase(name, p)), None)
+        place(tensor, shardings[pattern] if pattern is not None else _as_sharding(mesh, None), name)
     return module
 
 
@@ -172,10 +187,7 @@ def constraint(x, spec):
             "dist.constraint(x, spec) only works inside a function being compiled (xla_trace); outside one, "
             "place the tensor with dist.shard(x, mesh, spec)"
         )
-    if isinstance(spec, NamedSharding):
-        spec = spec.spec
-    elif not isinstance(spec, P):
-        spec = P(*spec) if isinstance(spec, tuple | list) else P(spec)
+    spec = spec.spec if isinstance(spec, NamedSharding) else as_spec(spec, "dist.constraint")
     return sharding_constraint(x, spec.dims(len(spec)))
 
 

@@ -77,6 +77,10 @@ def apply(op: OpDef, *inputs, **attrs):
     >>> apply(OPS["add"], tensor([1.0]), 2.0).numpy()
     array([3.], dtype=float32)
     """
+    if not hasattr(op, "infer"):  # an op's name (looked up), or not an op: registry.as_op
+        from hlotrace.ops.registry import as_op
+
+        op = as_op(op)
     # Convert operands. Python scalars are weak: their dtype comes from the other inputs.
     tensors: list = list(inputs)
     converted = []  # positions of operands that were not Tensors: constants in a trace

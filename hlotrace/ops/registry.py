@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hlotrace.avals import Aval
+from hlotrace.errors import argument_error
 
 __all__ = [
     "NOT_DIFFERENTIABLE",
@@ -124,6 +125,22 @@ def register_op(op: OpDef) -> OpDef:
         raise ValueError(f"op {op.name!r} is already registered (by family {OPS[op.name].family!r})")
     OPS[op.name] = op
     return op
+
+
+def as_op(op) -> OpDef:
+    """``op`` if it is an OpDef, the registered op of that name if it is a string
+    (``apply("add", x, y)`` is ``apply(OPS["add"], x, y)``), else an ArgumentError."""
+    if isinstance(op, OpDef):
+        return op
+    if isinstance(op, str) and op in OPS:
+        return OPS[op]
+    if isinstance(op, str):
+        import difflib
+
+        close = difflib.get_close_matches(op, OPS, n=3)
+        hint = f" (close: {', '.join(close)})" if close else "; `hlotrace rules` lists them"
+        raise argument_error("apply", "op", op, f"the name of a registered op{hint}")
+    raise argument_error("apply", "op", op, "an OpDef (hlotrace.ops.OPS[name]) or an op's name")
 
 
 def get_op(name: str) -> OpDef:

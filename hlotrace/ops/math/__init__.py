@@ -1,17 +1,29 @@
 """More elementwise math: float functions (log1p, expm1, erf, tan, arctan, sinh, cosh,
-reciprocal), square, rounding (floor, ceil, round, sign), atan2, mod, floor_divide and the
-predicates isnan, isinf, isfinite.
+reciprocal, the inverse functions asin, acos, asinh, acosh, atanh), square, rounding (floor,
+ceil, round, sign), atan2, logaddexp, mod, floor_divide and the predicates isnan, isinf,
+isfinite.
 
 Semantics are NumPy's (2.x) with hlotrace's dtype rules (:mod:`hlotrace.dtypes`): binary
 ops promote and broadcast their operands, Python scalars are weak. Each reference below is
 the definition the lowering rules must match. Differences from NumPy and PyTorch:
 
-- Float-valued functions (``log1p expm1 erf tan arctan sinh cosh reciprocal atan2``) of
+- Float-valued functions (``log1p expm1 erf tan arctan sinh cosh reciprocal atan2`` and
+  ``asin acos asinh acosh atanh logaddexp``) of
   ``int32`` give ``float32`` (NumPy: float64), of ``int64`` ``float64``, of ``bool``
   ``float16`` (as NumPy). ``reciprocal`` is one of them: ``reciprocal(int)`` is a float
   ``1 / x`` as in PyTorch, where NumPy truncates it to an integer (0 for ``|x| > 1``).
   float16/bfloat16 are computed in float32 and rounded once, as NumPy's and ml_dtypes'
   half-precision loops do.
+- ``asin``, ``acos``, ``asinh``, ``acosh``, ``atanh`` (MegEngine's and PyTorch's names;
+  NumPy's ``arcsin`` ...): outside the real domain (``|x| > 1`` for asin/acos/atanh, ``x < 1``
+  for acosh) the result is NaN, as NumPy's, so no ``OpDef.domain`` is declared (as for
+  ``log``/``sqrt``: NaN there is the defined result, and the samples draw such values);
+  ``atanh(±1) = ±inf``. Lowered through CHLO's ``asin``... ``atanh``, which XLA expands
+  with the large-|x| and small-|x| branches (measured within 3.2e-7 relative in float32).
+- ``logaddexp(x, y) = log(exp(x) + exp(y))`` as ``max(x, y) + log1p(exp(-|x - y|))``
+  (never overflows), and ``x + log(2)`` where ``x == y`` (NumPy's special case:
+  ``logaddexp(±inf, ±inf) = ±inf``, ``logaddexp(inf, -inf) = inf``). Its VJP is
+  ``(ct * sigmoid(x - y), ct * sigmoid(y - x))``.
 - ``erf``: NumPy has none; the reference is ``math.erf`` in float64, rounded to the result
   dtype (as ``scipy.special.erf`` and ``torch.erf``); the rule is ``chlo.erf``.
 - ``sinh``/``cosh``: finite wherever NumPy's are, up to the overflow threshold
@@ -51,7 +63,7 @@ differentiable with a zero gradient (PyTorch's convention; NumPy has no gradient
 
 The family is a package, each module importing only those before it: ``base`` (dtypes and
 helpers shared with the rules), ``samples`` (the sample strategies), ``unary`` (the float
-functions, rounding, square, predicates), ``binary`` (atan2, mod, floor_divide).
+functions, rounding, square, predicates), ``binary`` (atan2, logaddexp, mod, floor_divide).
 """
 
 from hlotrace.ops.math import base, samples, unary, binary  # noqa: F401, I001  (in dependency order)

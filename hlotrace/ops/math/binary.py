@@ -1,4 +1,4 @@
-"""atan2, mod and floor_divide: the binary ops of the math family (semantics: the
+"""atan2, logaddexp, mod and floor_divide: the binary ops of the math family (semantics: the
 docstring of :mod:`hlotrace.ops.math`)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hlotrace.ops.math.base import FAMILY, NUMERIC_DTYPES, _no_attrs, _zero_vjp,
 from hlotrace.ops.math.samples import sometimes_other_dtypes
 from hlotrace.ops.registry import OPS, Aval, OpDef, register_op
 
-__all__ = ["atan2", "floor_divide", "mod"]
+__all__ = ["atan2", "floor_divide", "logaddexp", "mod"]
 
 # The gradient check's finite differences take a step h of 1e-6 |v| (at least 1e-6) and read
 # x // y (and mod) as a slope where its steps are finer than 2h: that needs y**2 / |x| > 2h.
@@ -80,6 +80,44 @@ def _atan2_sample(s):
     @s.st.composite
     def sample(draw):
         return s.OpSample(_off_origin(*draw(mixed(s)).args))
+
+    return sample()
+
+
+def _logaddexp_reference(a, b):
+    out = float_result_dtype(dt.promote(a.dtype, b.dtype))
+    wide = compute_dtype(out)  # float16/bfloat16 in float32, rounded once (NumPy's half loop)
+    return np.logaddexp(a.astype(wide, copy=False), b.astype(wide, copy=False)).astype(out, copy=False)
+
+
+def _logaddexp_vjp(ct, out, x, y):
+    # d/dx log(e^x + e^y) = e^x / (e^x + e^y) = sigmoid(x - y), and sigmoid(y - x) for y.
+    x = x if x.dtype == out.dtype else F.astype(x, out.dtype)
+    y = y if y.dtype == out.dtype else F.astype(y, out.dtype)
+    return F.multiply(ct, F.sigmoid(F.subtract(x, y))), F.multiply(ct, F.sigmoid(F.subtract(y, x)))
+
+
+def _logaddexp_sample(s):
+    """Elementwise operands (int32 and float primary dtypes, one sample in four with a bool
+    or int64 operand), on half the samples shifted far from 0 by one common offset (±100 to
+    ±1e30: exp of either operand overflows or underflows, only the max shift stays finite);
+    ties and near-ties (equal infinities among them) come from the correlated operands."""
+    base = sometimes_other_dtypes(lambda s: s.elementwise(2, (dt.int32, *dt.FLOATING)), (dt.bool_, dt.int64))
+
+    @s.st.composite
+    def sample(draw):
+        x, y = draw(base(s)).args
+        rng = s.generator(draw)
+        if rng.random() < 1 / 2:
+            offset = float(rng.choice([-1.0, 1.0]) * 10.0 ** rng.integers(2, 31))
+            shifted = []
+            for v in (x, y):
+                if isinstance(v, np.ndarray) and v.dtype in dt.FLOATING:
+                    with np.errstate(over="ignore"):
+                        v = (v.astype(np.float64) + offset).astype(v.dtype)
+                shifted.append(v)
+            x, y = shifted
+        return s.OpSample((x, y))
 
     return sample()
 
@@ -197,6 +235,18 @@ register_op(
 )
 register_op(
     OpDef(
+        name="logaddexp",
+        family=FAMILY,
+        reference=_logaddexp_reference,
+        infer=_atan2_infer,
+        canonicalize=_no_attrs,
+        sample=_logaddexp_sample,
+        vjp=_logaddexp_vjp,
+        doc="log(exp(x) + exp(y)) without overflow (NumPy's logaddexp); float result",
+    )
+)
+register_op(
+    OpDef(
         name="mod",
         family=FAMILY,
         reference=_division_reference(np.mod),
@@ -227,6 +277,12 @@ register_op(
 def atan2(x, y):
     """NumPy's ``arctan2(x, y)``: the angle of the point (y, x), in [-pi, pi]. Float result."""
     return apply(OPS["atan2"], x, y)
+
+
+def logaddexp(x, y):
+    """``log(exp(x) + exp(y))`` computed as ``max(x, y) + log1p(exp(-|x - y|))``, so it never
+    overflows (NumPy's ``logaddexp``; ``logaddexp(-inf, -inf) == -inf``). Float result."""
+    return apply(OPS["logaddexp"], x, y)
 
 
 def mod(x, y):

@@ -46,6 +46,43 @@ EXP_OVERFLOW = {dt.float16: 11.09, dt.bfloat16: 88.72, dt.float32: 88.72, dt.flo
 HALF_EXP_OVERFLOW = {dt.float16: 11.77, dt.bfloat16: 89.41, dt.float32: 89.41, dt.float64: 710.48}
 
 
+# Where the inverse functions are defined and real: the samples draw most values there, the
+# rest (and the specials) anywhere, where the results are NaN (as NumPy's).
+INVERSE_RANGES = {
+    "asin": (-1.0, 1.0),
+    "acos": (-1.0, 1.0),
+    "atanh": (-1.0, 1.0),
+    "acosh": (1.0, 10.0),
+    "asinh": (-10.0, 10.0),
+}
+
+
+def inverse_sample(name, domain):
+    """The default samples (every special and boundary value, results NaN outside the
+    domain), or values inside ``domain`` with a third of the elements at its ends and one
+    step inside them (asin(1), atanh(±1) = ±inf, acosh(1) = 0), or small magnitudes
+    1e-6..1e-1 (where asin, asinh and atanh are x to first order and a rule computed as a
+    difference of logs loses the low bits)."""
+
+    def sample(s):
+        @s.st.composite
+        def inside(draw):
+            (x,) = draw(s.elementwise(1, s.FLOATS, ranges=lambda dtype: domain)).args
+            rng = s.generator(draw)
+            wide = x.astype(np.float64)
+            eps = float(ml_dtypes.finfo(x.dtype).eps)
+            low, high = domain
+            ends = np.array([low, high, low + eps * max(1.0, abs(low)), high - eps * max(1.0, abs(high)) / 2])
+            wide = np.where(rng.random(x.shape) < 1 / 3, ends[rng.integers(0, len(ends), x.shape)], wide)
+            if low < 0 < high and rng.random() < 1 / 3:
+                wide = wide * 10.0 ** rng.integers(-6, 0, x.shape)
+            return s.OpSample((wide.astype(x.dtype),))
+
+        return s.st.one_of(unary_sample(name)(s), inside())
+
+    return sample
+
+
 def overflow_edge_sample(name, thresholds):
     """The op's default samples, or float values within about 1 of the overflow threshold
     (either sign; the specials and boundary values too): where one rounding step decides

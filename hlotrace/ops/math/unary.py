@@ -21,6 +21,8 @@ from hlotrace.ops.math.base import (
 from hlotrace.ops.math.samples import (
     EXP_OVERFLOW,
     HALF_EXP_OVERFLOW,
+    INVERSE_RANGES,
+    inverse_sample,
     overflow_edge_sample,
     rounding_sample,
     sign_sample,
@@ -31,7 +33,12 @@ from hlotrace.ops.math.samples import (
 from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OPS, Aval, OpDef, register_op
 
 __all__ = [
+    "acos",
+    "acosh",
     "arctan",
+    "asin",
+    "asinh",
+    "atanh",
     "ceil",
     "cosh",
     "erf",
@@ -86,6 +93,11 @@ def _erf_reference(x):
     return _erf_float64(x.astype(np.float64)).astype(float_result_dtype(x.dtype))
 
 
+def _as(x, out):
+    """``x`` in ``out``'s (float) dtype, for VJPs that square it."""
+    return x if x.dtype == out.dtype else F.astype(x, out.dtype)
+
+
 _FLOAT_UNARY = [
     # name, reference, vjp, sample, doc
     (
@@ -123,6 +135,44 @@ _FLOAT_UNARY = [
         lambda ct, out, x: (F.divide(ct, F.add(F.square(x), 1.0)),),
         unary_sample("arctan"),
         "inverse tangent, in [-pi/2, pi/2]",
+    ),
+    (
+        "asin",
+        _float_reference(np.arcsin),
+        # d asin(x) = 1 / sqrt(1 - x²); x² in the result dtype (an int operand would wrap)
+        lambda ct, out, x: (F.multiply(ct, F.rsqrt(F.subtract(1.0, F.square(_as(x, out))))),),
+        inverse_sample("asin", INVERSE_RANGES["asin"]),
+        "inverse sine, in [-pi/2, pi/2]; NaN outside [-1, 1]",
+    ),
+    (
+        "acos",
+        _float_reference(np.arccos),
+        lambda ct, out, x: (F.negative(F.multiply(ct, F.rsqrt(F.subtract(1.0, F.square(_as(x, out)))))),),
+        inverse_sample("acos", INVERSE_RANGES["acos"]),
+        "inverse cosine, in [0, pi]; NaN outside [-1, 1]",
+    ),
+    (
+        "asinh",
+        _float_reference(np.arcsinh),
+        # d asinh(x) = 1 / sqrt(x² + 1) = 1 / cosh(asinh(x)): no x² to overflow
+        lambda ct, out, x: (F.divide(ct, F.cosh(out)),),
+        inverse_sample("asinh", INVERSE_RANGES["asinh"]),
+        "inverse hyperbolic sine",
+    ),
+    (
+        "acosh",
+        _float_reference(np.arccosh),
+        # d acosh(x) = 1 / sqrt(x² - 1) = 1 / sinh(acosh(x)): no x² to overflow
+        lambda ct, out, x: (F.divide(ct, F.sinh(out)),),
+        inverse_sample("acosh", INVERSE_RANGES["acosh"]),
+        "inverse hyperbolic cosine, >= 0; NaN below 1",
+    ),
+    (
+        "atanh",
+        _float_reference(np.arctanh),
+        lambda ct, out, x: (F.divide(ct, F.subtract(1.0, F.square(_as(x, out)))),),
+        inverse_sample("atanh", INVERSE_RANGES["atanh"]),
+        "inverse hyperbolic tangent; ±inf at ±1, NaN outside [-1, 1]",
     ),
     (
         "sinh",
@@ -284,6 +334,31 @@ def tan(x):
 def arctan(x):
     """Inverse tangent, in [-pi/2, pi/2]. Float result."""
     return apply(OPS["arctan"], x)
+
+
+def asin(x):
+    """Inverse sine, in [-pi/2, pi/2] (NumPy's ``arcsin``); NaN outside [-1, 1]. Float result."""
+    return apply(OPS["asin"], x)
+
+
+def acos(x):
+    """Inverse cosine, in [0, pi] (NumPy's ``arccos``); NaN outside [-1, 1]. Float result."""
+    return apply(OPS["acos"], x)
+
+
+def asinh(x):
+    """Inverse hyperbolic sine (NumPy's ``arcsinh``). Float result."""
+    return apply(OPS["asinh"], x)
+
+
+def acosh(x):
+    """Inverse hyperbolic cosine, >= 0 (NumPy's ``arccosh``); NaN below 1. Float result."""
+    return apply(OPS["acosh"], x)
+
+
+def atanh(x):
+    """Inverse hyperbolic tangent (NumPy's ``arctanh``); ±inf at ±1, NaN outside [-1, 1]. Float result."""
+    return apply(OPS["atanh"], x)
 
 
 def sinh(x):

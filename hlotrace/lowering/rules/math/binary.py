@@ -1,4 +1,7 @@
-"""Lowering rules for hlotrace/ops/math/binary.py: atan2, mod, floor_divide.
+"""Lowering rules for hlotrace/ops/math/binary.py: atan2, logaddexp, mod, floor_divide.
+
+logaddexp is ``max + log1p(exp(-|x - y|))`` (exp never overflows), with ``x + log(2)``
+where ``x == y`` (NumPy's special case: equal infinities give NaN as a difference).
 
 Float mod and floor_divide spell out NumPy's ``divmod`` (fmod, then the sign correction,
 the snap to an integer and the signs of zero), in float32 for float16/bfloat16. Integer
@@ -7,6 +10,8 @@ afterwards): XLA defines x / 0 = -1 and x % 0 = x, and x86 traps on INT_MIN / -1
 """
 
 from __future__ import annotations
+
+import math
 
 import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
@@ -28,6 +33,19 @@ def _atan2(ctx, x, y):
     wide = Aval(out.shape, compute_dtype(out.dtype))
     lhs, rhs = operands_as(ctx, (x, y), wide.dtype)
     return hlo.convert(stablehlo.Atan2Op(lhs, rhs).result, wide, out.dtype)
+
+
+@rule("logaddexp")
+def _logaddexp(ctx, x, y):
+    out = ctx.out_aval
+    wide = Aval(out.shape, compute_dtype(out.dtype))
+    a, b = operands_as(ctx, (x, y), wide.dtype)
+    larger = stablehlo.MaxOp(a, b).result
+    gap = stablehlo.NegOp(stablehlo.AbsOp(stablehlo.SubtractOp(a, b).result).result).result
+    shifted = stablehlo.AddOp(larger, stablehlo.Log1pOp(stablehlo.ExpOp(gap).result).result).result
+    tie = stablehlo.AddOp(a, hlo.constant(math.log(2.0), wide.dtype, wide.shape)).result
+    value = hlo.select(hlo.compare(a, b, "EQ", wide.dtype), tie, shifted)
+    return hlo.convert(value, wide, out.dtype)
 
 
 def _signbit(value, aval: Aval):

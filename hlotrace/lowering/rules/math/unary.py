@@ -40,6 +40,11 @@ rule("expm1")(_float_unary(lambda x, aval: stablehlo.Expm1Op(x).result))
 rule("erf")(_float_unary(lambda x, aval: chlo.ErfOp(x).result))
 rule("tan")(_float_unary(lambda x, aval: stablehlo.TanOp(x).result))
 rule("arctan")(_float_unary(lambda x, aval: stablehlo.Atan2Op(x, hlo.constant(1, aval.dtype, aval.shape)).result))
+rule("asin")(_float_unary(lambda x, aval: chlo.AsinOp(x).result))
+rule("acos")(_float_unary(lambda x, aval: chlo.AcosOp(x).result))
+rule("asinh")(_float_unary(lambda x, aval: chlo.AsinhOp(x).result))
+rule("acosh")(_float_unary(lambda x, aval: chlo.AcoshOp(x).result))
+rule("atanh")(_float_unary(lambda x, aval: chlo.AtanhOp(x).result))
 rule("reciprocal")(_float_unary(lambda x, aval: stablehlo.DivOp(hlo.constant(1, aval.dtype, aval.shape), x).result))
 
 

@@ -25,7 +25,7 @@ import zipfile
 import ml_dtypes
 import numpy as np
 
-from hlotrace.errors import HlotraceError
+from hlotrace.errors import HlotraceError, argument_error
 from hlotrace.tensor import Tensor
 
 META_KEY = "__hlotrace_meta__"
@@ -106,13 +106,13 @@ def save(obj, path: str | os.PathLike) -> None:
             return {kind: [encode(v, [*parts, str(i)]) for i, v in enumerate(value)]}
         raise HlotraceError(f"save: {where} is a {type(value).__name__}, which save() does not store (never pickled)")
 
+    path = _writable_path(path)
     tree = encode(obj, [])
     meta = json.dumps({"format": FORMAT, "version": VERSION, "tree": tree})
     arrays[META_KEY] = np.frombuffer(meta.encode("utf-8"), dtype=np.uint8)
-    path = os.fspath(path)
     tmp = f"{path}.tmp{os.getpid()}"
     try:
-        with open(tmp, "wb") as f:
+        with _opened_for_writing(tmp, path) as f:
             np.savez(f, allow_pickle=False, **arrays)
             # On disk before the rename: a crash right after os.replace must not leave an
             # empty file where the previous checkpoint was.
@@ -124,20 +124,68 @@ def save(obj, path: str | os.PathLike) -> None:
             os.remove(tmp)
 
 
-def load(path: str | os.PathLike):
-    """Read what :func:`save` wrote (or a plain ``np.savez`` file, as a flat dict)."""
+def _writable_path(path) -> str:
+    """``path`` as a string when a file can be created there; else the ArgumentError that
+    names it (not the temporary file save writes first)."""
+    if not isinstance(path, str | os.PathLike):
+        raise argument_error("save", "path", path, "a file path (str or os.PathLike)")
     path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise argument_error("save", "path", path, "a file path; it names a directory")
+    if not os.path.isdir(folder):
+        raise argument_error("save", "path", path, f"a file in an existing directory; {folder} does not exist")
+    return path
+
+
+def _opened_for_writing(tmp: str, path: str):
+    try:
+        return open(tmp, "wb")
+    except OSError as exc:
+        raise HlotraceError(f"save: cannot write {path}: {exc.strerror or exc}") from None
+
+
+_CHECKPOINT = "a file hlotrace.save wrote (or an np.savez .npz archive)"
+
+
+def _read_arrays(path: str) -> dict[str, np.ndarray]:
+    """The arrays of the .npz archive at ``path``; one ArgumentError naming ``path`` when it
+    is missing, a directory, a .npy array or anything else that is not such an archive."""
+
+    def refuse(why: str):
+        return argument_error("load", "path", path, f"{_CHECKPOINT}; {why}")
+
+    if not os.path.exists(path):
+        raise refuse("no such file")
+    if os.path.isdir(path):
+        raise refuse("it is a directory")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as exc:
+        raise refuse(f"it cannot be read ({exc.strerror or exc})") from None
+    if head.startswith(b"\x93NUMPY"):
+        raise refuse("it is a .npy array (np.save): read it with np.load")
+    if not zipfile.is_zipfile(path):
+        raise refuse(f"it is not a zip archive (it starts with {head!r})")
+    with zipfile.ZipFile(path) as archive:
+        foreign = [name for name in archive.namelist() if not name.endswith(".npy")]
+    if foreign:
+        raise refuse(f"its entries {foreign[:3]} are not .npy arrays")
     try:
         with np.load(path, allow_pickle=False) as data:
-            if not isinstance(data, np.lib.npyio.NpzFile):
-                raise HlotraceError(f"load: {path} is a .npy array, not an .npz archive")
-            arrays = {name: data[name] for name in data.files}
-    except HlotraceError:
-        raise
-    except FileNotFoundError:
-        raise HlotraceError(f"load: no such file: {path}") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise HlotraceError(f"load: {path} is not a readable .npz archive ({exc})") from None
+            return {name: data[name] for name in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as exc:
+        # .npy entries holding object arrays (pickles) or damaged ones.
+        raise refuse(f"an entry is not a plain .npy array ({type(exc).__name__})") from None
+
+
+def load(path: str | os.PathLike):
+    """Read what :func:`save` wrote (or a plain ``np.savez`` file, as a flat dict)."""
+    if not isinstance(path, str | os.PathLike):
+        raise argument_error("load", "path", path, "a file path (str or os.PathLike)")
+    path = os.fspath(path)
+    arrays = _read_arrays(path)
     if META_KEY not in arrays:
         return arrays
     try:

@@ -27,7 +27,14 @@ import sys
 import threading
 import time
 
-from hlotrace.distributed.process import COORDINATOR_ENV, NUM_PROCESSES_ENV, PROCESS_ID_ENV, TIMEOUT_ENV
+from hlotrace.distributed.process import (
+    COORDINATOR_ENV,
+    NUM_PROCESSES_ENV,
+    PROCESS_ID_ENV,
+    TIMEOUT_ENV,
+    _split_address,
+)
+from hlotrace.errors import HlotraceError
 
 CPU_DEVICES_ENV = "HLOTRACE_CPU_DEVICES"  # (hlotrace.runtime.CPU_DEVICES_ENV; not imported: no jax here)
 GRACE_S = 5.0  # how long stopped processes get before SIGKILL
@@ -91,6 +98,13 @@ def _check(parser, options) -> int:
         )
     if total > options.nproc and options.coordinator is None:
         parser.error("processes on several hosts (--num-processes > --nproc) need --coordinator HOST:PORT")
+    if options.coordinator is not None:
+        try:
+            _split_address(options.coordinator)
+        except HlotraceError:
+            parser.error(
+                f"--coordinator {options.coordinator!r}: expected HOST:PORT with a port in 1..65535 (10.0.0.1:8476)"
+            )
     if options.cpu_devices is not None and options.cpu_devices < 1:
         parser.error(f"--cpu-devices must be at least 1, got {options.cpu_devices}")
     if options.timeout is not None and options.timeout <= 0:

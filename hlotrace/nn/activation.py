@@ -1,6 +1,8 @@
 """Activation modules: ``GELU``, ``SiLU``, ``LeakyReLU``, ``ELU``, ``Softplus``,
-``Sigmoid``, ``Tanh``, ``Softmax``, ``LogSoftmax``, ``Mish``, ``Hardswish`` (each calls the functional op of the same name; see
-:mod:`hlotrace.ops.activation` for their exact semantics).
+``Sigmoid``, ``Tanh``, ``Softmax``, ``LogSoftmax``, ``Mish``, ``Hardswish``, ``Hardsigmoid``,
+``ReLU6``, ``LogSigmoid`` and ``PReLU`` (a learnable slope per channel) (each calls the
+functional op of the same name; see :mod:`hlotrace.ops.activation` for their exact
+semantics).
 
 >>> from hlotrace import nn
 >>> net = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
@@ -8,16 +10,24 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from hlotrace import functional as F
+from hlotrace.errors import positive_int
 from hlotrace.nn.module import Module
+from hlotrace.tensor import Parameter
 
 __all__ = [
     "ELU",
     "GELU",
+    "Hardsigmoid",
     "Hardswish",
     "LeakyReLU",
+    "LogSigmoid",
     "LogSoftmax",
     "Mish",
+    "PReLU",
+    "ReLU6",
     "SiLU",
     "Sigmoid",
     "Softmax",
@@ -143,7 +153,46 @@ class Hardswish(Module):
     """``x * relu6(x + 3) / 6`` (PyTorch's ``nn.Hardswish``, MegEngine's ``hswish``)."""
 
     def forward(self, x):
-        hswish = getattr(F, "hswish", None)  # the registered op, where this build has it
-        if hswish is not None:
-            return hswish(x)
-        return x * F.clip(x + 3.0, 0.0, 6.0) / 6.0
+        return F.hswish(x)
+
+
+class Hardsigmoid(Module):
+    """``relu6(x + 3) / 6`` (PyTorch's ``nn.Hardsigmoid``, MegEngine's ``hsigmoid``)."""
+
+    def forward(self, x):
+        return F.hsigmoid(x)
+
+
+class ReLU6(Module):
+    """``min(max(x, 0), 6)``."""
+
+    def forward(self, x):
+        return F.relu6(x)
+
+
+class LogSigmoid(Module):
+    """``log(sigmoid(x))``, computed without overflow."""
+
+    def forward(self, x):
+        return F.logsigmoid(x)
+
+
+class PReLU(Module):
+    """``x`` where ``x > 0``, else ``weight * x`` with a learnable ``weight`` of
+    ``num_parameters`` slopes (1, or the channel count: x's dim 1), each ``init`` (PyTorch's
+    0.25) at first.
+
+    >>> from hlotrace import nn
+    >>> act = nn.PReLU(num_parameters=8)    # one slope per channel of an (N, 8, H, W) input
+    """
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, dtype="float32"):
+        super().__init__()
+        self.num_parameters = positive_int("nn.PReLU", "num_parameters", num_parameters)
+        self.weight = Parameter(np.full((self.num_parameters,), init, dtype=np.dtype(dtype)))
+
+    def forward(self, x):
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"

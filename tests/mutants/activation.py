@@ -1,10 +1,10 @@
 """Mutants of hlotrace/lowering/rules/activation.py and of the VJPs in
-hlotrace/ops/activation.py (see TESTING.md)."""
+hlotrace/ops/activation/ (see TESTING.md)."""
 
 from hlotrace.testing.mutation import Mutant
 
 FILE = "hlotrace/lowering/rules/activation.py"
-OPS_FILE = "hlotrace/ops/activation.py"
+OPS_FILE = "hlotrace/ops/activation/smooth.py"
 
 MUTANTS = [
     # -- rules -------------------------------------------------------------------------------

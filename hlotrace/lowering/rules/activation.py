@@ -1,17 +1,21 @@
-"""Lowering rules for hlotrace/ops/activation.py.
+"""Lowering rules for hlotrace/ops/activation/ (smooth.py, piecewise.py).
 
 Each rule converts to the compute dtype (float32 for float16/bfloat16), evaluates the
 reference's formula with StableHLO ops (erfc through CHLO, which XLA legalizes itself;
 ``logistic`` for the sigmoids, ``expm1``/``log1p`` where the reference uses them) and rounds
 once. The limits at -inf that the products would turn into NaN (``-inf * 0``) are selects.
+The piecewise activations are selects on comparisons with x (false for NaN, which then
+flows through the arithmetic branch); prelu broadcasts its weight along dim 1.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 import hlotrace.lowering.hlo as hlo
 from hlotrace.dtypes import compute_dtype
 from hlotrace.lowering.registry import rule
-from hlotrace.ops.activation import GELU_CUBIC, SQRT_2_OVER_PI, SQRT_HALF
+from hlotrace.ops.activation import GELU_CUBIC, SQRT_2_OVER_PI, SQRT_HALF, weight_shape
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import chlo, stablehlo
 
@@ -96,3 +100,50 @@ def _softplus(ctx, x, *, beta, threshold):
     smooth = stablehlo.DivOp(stablehlo.AddOp(positive, tail).result, const(beta)).result
     value = hlo.select(hlo.compare(z, const(threshold), "GT", wide.dtype), x, smooth)
     return _narrowed(ctx, value, wide)
+
+
+def _greater(x, value, wide, const):
+    return hlo.compare(x, const(value), "GT", wide.dtype)
+
+
+def _relu6(x, wide, const):
+    """min(max(x, 0), 6): NaN kept (no compare holds for it), -0.0 made +0.0."""
+    is_nan = hlo.compare(x, x, "NE", wide.dtype)
+    lower = hlo.select(_greater(x, 0.0, wide, const), x, hlo.select(is_nan, x, const(0.0)))
+    return hlo.select(_greater(x, 6.0, wide, const), const(6.0), lower)
+
+
+@rule("relu6")
+def _relu6_rule(ctx, x):
+    x, wide, const = _widened(ctx, x)
+    return _narrowed(ctx, _relu6(x, wide, const), wide)
+
+
+@rule("hsigmoid")
+def _hsigmoid(ctx, x):
+    x, wide, const = _widened(ctx, x)
+    shifted = stablehlo.AddOp(x, const(3.0)).result
+    return _narrowed(ctx, stablehlo.DivOp(_relu6(shifted, wide, const), const(6.0)).result, wide)
+
+
+@rule("hswish")
+def _hswish(ctx, x):
+    x, wide, const = _widened(ctx, x)
+    middle = stablehlo.DivOp(_mul(x, stablehlo.AddOp(x, const(3.0)).result), const(6.0)).result
+    below = hlo.compare(x, const(-3.0), "LE", wide.dtype)
+    value = hlo.select(below, const(0.0), middle)
+    value = hlo.select(hlo.compare(x, const(3.0), "GE", wide.dtype), x, value)
+    return _narrowed(ctx, value, wide)
+
+
+@rule("prelu")
+def _prelu(ctx, x, weight):
+    x_aval, w_aval = ctx.in_avals
+    wide = Aval(x_aval.shape, compute_dtype(x_aval.dtype))
+    x = hlo.convert(x, x_aval, wide.dtype)
+    size = int(np.prod(w_aval.shape, dtype=np.int64))
+    shape = weight_shape(len(wide.shape), size)
+    slope = hlo.reshape(hlo.convert(weight, w_aval, wide.dtype), shape, wide.dtype)
+    slope = hlo.broadcast_in_dim(slope, wide.shape, tuple(range(len(shape))))
+    positive = hlo.compare(x, hlo.constant(0.0, wide.dtype, wide.shape), "GT", wide.dtype)
+    return _narrowed(ctx, hlo.select(positive, x, _mul(x, slope)), wide)

@@ -1,145 +1,32 @@
-"""Activations: gelu, silu, leaky_relu, elu, softplus, and normal_cdf (gelu's Φ).
-
-Float tensors only. float16 and bfloat16 are computed in float32 and rounded once (float32
-and float64 in their own dtype), like ``sigmoid`` in :mod:`hlotrace.ops.nn`; the NumPy
-references evaluate the same formulas in float64 and round once, except leaky_relu's
-product and softplus's ``beta * x`` (for its threshold test), which they form in the compute
-dtype as the rules do, bit for bit. NaN propagates through every op. Semantics, and where
-they differ from PyTorch:
-
-- ``gelu(x, approximate="none")``: ``x * Φ(x)`` with ``Φ(x) = erfc(-x / sqrt(2)) / 2`` (the
-  standard normal CDF; PyTorch writes ``(1 + erf(x / sqrt(2))) / 2``, which cancels to 0 for
-  x below about -5.5 in float32: hlotrace keeps the tiny negative values there, and gives
-  ``-0.0`` only where they underflow). ``approximate="tanh"``:
-  ``x * sigmoid(2u)``, ``u = sqrt(2/pi) * (x + 0.044715 x³)``, which equals PyTorch's
-  ``x/2 * (1 + tanh(u))`` without its cancellation for negative x. ``gelu(+inf) = +inf``,
-  ``gelu(-inf) = -0.0`` (the limit, approached from below; PyTorch gives NaN there),
-  ``gelu(±0.0) = ±0.0``.
-- ``silu(x) = x * sigmoid(x)``: ``silu(+inf) = +inf``, ``silu(-inf) = -0.0`` (PyTorch: NaN),
-  ``silu(±0.0) = ±0.0``.
-- ``leaky_relu(x, negative_slope=0.01)``: ``x`` where ``x > 0``, else ``x * negative_slope``
-  (PyTorch's formula, so ``leaky_relu(-0.0) = -0.0`` and, for a negative slope,
-  ``leaky_relu(+0.0) = -0.0``). Any finite slope; with slope 0, ``-inf`` gives ``-0.0`` (the
-  limit; ``-inf * 0`` would be NaN). The gradient is 1 where ``x > 0``, else the slope.
-- ``elu(x, alpha=1.0)``: ``x`` where ``x > 0``, else ``alpha * expm1(x)``: ``elu(-inf) =
-  -alpha``, ``elu(-0.0) = alpha * -0.0`` (``-0.0`` for ``alpha > 0``, as PyTorch's expm1).
-  Any finite alpha. The gradient is 1 where ``x > 0``, else ``alpha * exp(x)`` (PyTorch's
-  convention at 0).
-- ``softplus(x, beta=1.0, threshold=20.0)``: with ``z = beta * x`` (computed in the compute
-  dtype), ``x`` where ``z > threshold``, else ``log(1 + exp(z)) / beta`` evaluated as
-  ``(max(z, 0) + log1p(exp(-|z|))) / beta``: it never overflows, where PyTorch's
-  ``log1p(exp(z))`` gives inf for a threshold above ~88 (float32). ``beta > 0`` finite; the
-  threshold is any non-NaN number (+inf: never linear). ``softplus(-inf) = +0.0``,
-  ``softplus(+inf) = +inf``. On XLA:CPU a product ``z`` in the subnormal range is flushed to
-  zero, which can flip the comparison for a threshold of exactly 0.
-- ``normal_cdf(x) = erfc(-x / sqrt(2)) / 2`` (``torch.special.ndtr``): registered as its own
-  op because gelu's VJP needs it; lowered through CHLO's erfc.
-
-VJPs follow :mod:`hlotrace.autodiff` and compute in the same dtype as the forward ops.
-"""
+"""normal_cdf, gelu, silu, leaky_relu, elu, softplus and the composite logsigmoid
+(semantics in :mod:`hlotrace.ops.activation`)."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
 from hlotrace.dtypes import compute_dtype
 from hlotrace.errors import ShapeDtypeError
+from hlotrace.ops.activation.base import (
+    APPROXIMATIONS,
+    FAMILY,
+    GELU_CUBIC,
+    INV_SQRT_2PI,
+    SQRT_2_OVER_PI,
+    SQRT_HALF,
+    _canonicalizer,
+    _erfc,
+    _float_infer,
+    _number,
+    _up,
+    _wide,
+)
+from hlotrace.ops.activation.samples import _activation_sample, _away_from_one, _pick
 from hlotrace.ops.common import F
-from hlotrace.ops.registry import Aval, OpDef, register_op
+from hlotrace.ops.registry import OpDef, register_op
 
-__all__ = ["elu", "gelu", "leaky_relu", "normal_cdf", "silu", "softplus"]
-
-FAMILY = "activation"
-
-SQRT_HALF = math.sqrt(0.5)
-SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-GELU_CUBIC = 0.044715
-APPROXIMATIONS = ("none", "tanh")
-
-_erfc = np.vectorize(math.erfc, otypes=[np.float64])
-
-
-def _float_infer(x: Aval, **attrs) -> Aval:
-    if x.dtype not in dt.FLOATING:
-        raise ShapeDtypeError(f"defined for float tensors only, got {x.dtype}")
-    return x
-
-
-def _number(value, name: str, *, allow_inf: bool = False) -> float:
-    if not dt.is_number(value):
-        raise ShapeDtypeError(f"{name}= must be a Python number, got {value!r}")
-    value = float(value)
-    if math.isnan(value) or (not allow_inf and math.isinf(value)):
-        raise ShapeDtypeError(f"{name}= must be {'a non-NaN number' if allow_inf else 'finite'}, got {value}")
-    return value
-
-
-def _canonicalizer(defaults: dict, checks: dict | None = None):
-    """Canonicalize keyword attributes ``defaults`` (name -> default), each checked by
-    ``checks[name](value) -> value`` (default: a finite Python float)."""
-    checks = checks or {}
-
-    def canonicalize(avals, attrs):
-        unknown = set(attrs) - set(defaults)
-        if unknown:
-            takes = ", ".join(f"{k}=" for k in defaults) or "no attributes"
-            raise ShapeDtypeError(f"unknown attributes {sorted(unknown)} (takes {takes})")
-        out = {}
-        for name, default in defaults.items():
-            value = attrs.get(name, default)
-            out[name] = checks[name](value) if name in checks else _number(value, name)
-        return out
-
-    return canonicalize
-
-
-def _wide(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.float64)
-
-
-def _activation_sample(s, attrs=None, ranges=(-40.0, 40.0)):
-    """x: every special and boundary value of the dtype, or moderate values where the
-    activations bend (and exp/erfc underflow or saturate); ``attrs(rng) -> dict``."""
-
-    @s.st.composite
-    def sample(draw):
-        full = s.elementwise(1, s.FLOATS)
-        moderate = s.elementwise(1, s.FLOATS, ranges=lambda dtype: ranges)
-        (x,) = draw(s.st.one_of(full, moderate)).args
-        rng = s.generator(draw)
-        return s.OpSample((x,), attrs(rng) if attrs is not None else {})
-
-    return sample()
-
-
-def _pick(rng, choices, general=None):
-    """One of ``choices``, or (one time in three when given) ``general(rng)``."""
-    if general is not None and rng.random() < 1 / 3:
-        return float(general(rng))
-    return choices[int(rng.integers(0, len(choices)))]
-
-
-def _away_from_one(draw):
-    """A slope drawn by ``draw(rng)`` but not within 0.1 of 1: the gradient's kink at 0 (1
-    on one side, the slope on the other) must be large enough for the finite-difference
-    check to see it and skip the point."""
-
-    def pick(rng):
-        value = draw(rng)
-        return value if abs(value - 1.0) >= 0.1 else value + 0.2
-
-    return pick
-
-
-def _up(x):
-    """``x`` in its compute dtype (float32 for float16/bfloat16)."""
-    target = compute_dtype(x.dtype)
-    return x if target == x.dtype else F.astype(x, target)
+__all__ = ["elu", "gelu", "leaky_relu", "logsigmoid", "normal_cdf", "silu", "softplus"]
 
 
 # -- normal_cdf -----------------------------------------------------------------------------
@@ -396,3 +283,13 @@ def softplus(x, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta * x)) / beta``, or ``x`` where ``beta * x > threshold`` (PyTorch's
     formula, evaluated without overflow)."""
     return apply(SOFTPLUS, x, beta=beta, threshold=threshold)
+
+
+# -- logsigmoid (a composite) -----------------------------------------------------------------
+
+
+def logsigmoid(x):
+    """``log(sigmoid(x)) = -softplus(-x)``, recorded as ``negative`` and ``softplus`` with
+    ``threshold=inf`` (so ``min(x, 0) - log1p(exp(-|x|))``, never overflowing): exactly the
+    formula a registered op would evaluate, rounded once in every dtype."""
+    return F.negative(softplus(F.negative(x), threshold=float("inf")))

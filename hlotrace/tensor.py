@@ -115,10 +115,6 @@ class Tensor(TensorMethods):
         return len(self.shape)
 
     @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
     def sharding(self):
         """Its ``hlotrace.distributed.NamedSharding`` when laid out across a mesh, else None."""
         return HOOKS.sharding_of(self)

@@ -1,9 +1,25 @@
 """The Tensor methods that are ops (``x.sum()``, ``x + y``, ``x @ w``, ``~mask``, ...): each
 calls the function of :mod:`hlotrace.functional` of the same meaning, through
 ``hlotrace.namespace.F`` (Tensor sits below functional). :class:`hlotrace.tensor.Tensor`
-inherits them."""
+inherits them.
+
+Besides NumPy's spellings, the methods PyTorch model code calls, with PyTorch's meaning,
+each composed of registered ops (nothing of their own to lower): ``view``, ``size``,
+``split``, ``chunk``, ``permute``, ``contiguous``, ``masked_fill``, ``type_as``,
+``expand``, ``unsqueeze``, ``flatten``, ``numel``, ``dim``, the casts ``float`` ``double``
+``half`` ``int`` ``long`` ``bool``, ``clamp``, ``abs``, ``exp``, ``log``, ``sqrt``,
+``pow``, ``argmax`` and ``softmax``. ``x.size`` is NumPy's element count (an int) that can
+also be called as PyTorch's ``x.size()`` (the shape) or ``x.size(dim)`` (one dim).
+
+>>> import numpy as np, hlotrace as ht
+>>> x = ht.tensor(np.zeros((2, 3, 4), np.float32))
+>>> x.size, x.size(), x.size(-1), [c.shape for c in x.split(2, dim=2)]
+(24, (2, 3, 4), 4, [(2, 3, 2), (2, 3, 2)])
+"""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -55,6 +71,105 @@ class TensorMethods:
 
     def squeeze(self, axis=None) -> TensorMethods:
         return F.squeeze(self, axis)
+
+    # -- PyTorch's methods --------------------------------------------------------------
+    @property
+    def size(self) -> ElementCount:
+        """The element count (NumPy's ``x.size``); called, PyTorch's ``x.size(dim=None)``."""
+        return ElementCount(self.shape)
+
+    def view(self, *shape) -> TensorMethods:
+        """PyTorch's ``view``: a reshape (one dim may be -1); values are never shared."""
+        return self.reshape(*shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def contiguous(self) -> TensorMethods:
+        """Itself: hlotrace tensors have no strides."""
+        return self
+
+    def permute(self, *dims) -> TensorMethods:
+        if len(dims) == 1 and isinstance(dims[0], tuple | list):
+            dims = tuple(dims[0])
+        return F.transpose(self, dims)
+
+    def unsqueeze(self, dim) -> TensorMethods:
+        return F.expand_dims(self, dim)
+
+    def flatten(self, start_dim=0, end_dim=-1) -> TensorMethods:
+        return F.flatten(self, start_dim, end_dim)
+
+    def expand(self, *sizes) -> TensorMethods:
+        """PyTorch's ``expand``: broadcast to ``sizes``, new dims in front; -1 keeps a dim."""
+        if len(sizes) == 1 and isinstance(sizes[0], tuple | list):
+            sizes = tuple(sizes[0])
+        lead = len(sizes) - len(self.shape)
+        if lead < 0 or any(s == -1 for s in sizes[: max(lead, 0)]):
+            raise _method_error("expand", f"sizes {sizes} for a tensor of shape {self.shape}")
+        shape = [self.shape[i - lead] if s == -1 else int(s) for i, s in enumerate(sizes)]
+        return F.broadcast_to(self, tuple(shape))
+
+    def split(self, split_size_or_sections, dim=0) -> list:
+        """PyTorch's ``split``: chunks of ``split_size`` along ``dim`` (the last one shorter),
+        or a list of chunk sizes that add up to the dim (not NumPy's split points)."""
+        length = self.shape[_dim(dim, self.ndim, "split")]
+        if isinstance(split_size_or_sections, int | np.integer):
+            step = int(split_size_or_sections)
+            if step <= 0:
+                raise _method_error("split", f"split_size must be positive, got {step}")
+            points = list(range(step, length, step))
+        else:
+            sizes = [int(n) for n in split_size_or_sections]
+            if sum(sizes) != length or any(n < 0 for n in sizes):
+                raise _method_error("split", f"sizes {sizes} do not add up to dim {dim}'s {length}")
+            points = list(np.cumsum(sizes[:-1]).tolist())
+        return F.split(self, points, axis=dim)
+
+    def chunk(self, chunks, dim=0) -> list:
+        """PyTorch's ``chunk``: ``split`` into pieces of ``ceil(length / chunks)`` (so
+        possibly fewer than ``chunks``)."""
+        if int(chunks) <= 0:
+            raise _method_error("chunk", f"chunks must be positive, got {chunks}")
+        length = self.shape[_dim(dim, self.ndim, "chunk")]
+        return self.split(max(-(-length // int(chunks)), 1), dim)
+
+    def masked_fill(self, mask, value) -> TensorMethods:
+        return F.masked_fill(self, mask, value)
+
+    def type_as(self, other) -> TensorMethods:
+        return self if self.dtype == other.dtype else F.astype(self, other.dtype)
+
+    def clamp(self, min=None, max=None) -> TensorMethods:  # noqa: A002  (PyTorch's names)
+        """Clip to [min, max]; scalar bounds go to ``F.clip``, tensor bounds to maximum/minimum."""
+        if isinstance(min, TensorMethods) or isinstance(max, TensorMethods):
+            out = self if min is None else F.maximum(self, min)
+            return out if max is None else F.minimum(out, max)
+        return F.clip(self, min, max)
+
+    def abs(self) -> TensorMethods:
+        return F.abs(self)
+
+    def exp(self) -> TensorMethods:
+        return F.exp(self)
+
+    def log(self) -> TensorMethods:
+        return F.log(self)
+
+    def sqrt(self) -> TensorMethods:
+        return F.sqrt(self)
+
+    def pow(self, exponent) -> TensorMethods:
+        return F.power(self, exponent)
+
+    def argmax(self, dim=None, keepdim=False) -> TensorMethods:
+        return F.argmax(self, axis=dim, keepdims=keepdim)
+
+    def softmax(self, dim) -> TensorMethods:
+        return F.softmax(self, axis=dim)
 
     # -- operators ----------------------------------------------------------------------
     def __add__(self, other):
@@ -147,6 +262,64 @@ class TensorMethods:
     def __invert__(self):
         _require_bool(self, "~")
         return F.logical_not(self)
+
+    # -- PyTorch's dtype casts: last in the class body, whose later lines would otherwise see
+    # these names instead of the builtins (the methods' own bodies see the builtins). -----
+    def float(self) -> TensorMethods:
+        """As float32 (``x.float()``; ``float(x)`` is still the Python number)."""
+        return _cast(self, dt.float32)
+
+    def double(self) -> TensorMethods:
+        return _cast(self, dt.float64)
+
+    def half(self) -> TensorMethods:
+        return _cast(self, dt.float16)
+
+    def int(self) -> TensorMethods:
+        """As int32 (PyTorch's ``int``; ``int(x)`` is still the Python number)."""
+        return _cast(self, dt.int32)
+
+    def long(self) -> TensorMethods:
+        return _cast(self, dt.int64)
+
+    def bool(self) -> TensorMethods:
+        """As bool (``x != 0``); ``bool(x)`` is still the truth of a one-element tensor."""
+        return _cast(self, dt.bool_)
+
+
+class ElementCount(int):
+    """``x.size``: the element count, an int (NumPy's ``x.size``), that called is PyTorch's
+    ``x.size()`` (the shape, a tuple) or ``x.size(dim)`` (that dim's length)."""
+
+    def __new__(cls, shape):
+        count = super().__new__(cls, math.prod(shape))
+        count.shape = tuple(shape)
+        return count
+
+    def __call__(self, dim=None):
+        if dim is None:
+            return self.shape
+        return self.shape[_dim(dim, len(self.shape), "size")]
+
+
+def _cast(x, dtype):
+    return x if x.dtype == dtype else F.astype(x, dtype)
+
+
+def _dim(dim, ndim: int, method: str) -> int:
+    """``dim`` in [-ndim, ndim) as a non-negative index, else PyTorch's IndexError."""
+    if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or not -ndim <= dim < max(ndim, 1):
+        loc = user_location(2)
+        raise IndexError(
+            f"Tensor.{method}: dim {dim!r} is out of range for a {ndim}-d tensor (expected an int in "
+            f"[{-ndim}, {ndim - 1}])" + (f" (at {loc})" if loc else "")
+        )
+    return int(dim) % max(ndim, 1)
+
+
+def _method_error(method: str, what: str) -> OpError:
+    loc = user_location(2)
+    return OpError(f"Tensor.{method}: {what}" + (f" (at {loc})" if loc else ""))
 
 
 def _require_bool(value, operator: str):

@@ -7,6 +7,7 @@ which op failed, the shapes/dtypes involved and the user's source line.
 from __future__ import annotations
 
 import numbers
+import os
 import sysconfig
 
 from hlotrace.source import user_location
@@ -57,15 +58,19 @@ class ArgumentError(HlotraceError, TypeError, ValueError):
     """
 
 
-_REPR_LIMIT = 80
+_REPR_LIMIT = 120
 # Frames that are nobody's source line: Python's own modules (runpy under ``python -m``) and
 # console scripts (``hlotrace``), which reach hlotrace without a user file in between.
 _NOT_USER_CODE = tuple(sysconfig.get_paths()[key] for key in ("stdlib", "scripts"))
 
 
 def _short_repr(value) -> str:
+    """``repr(value)``, cut when long (a big list or array), except strings and paths: a path
+    cut short names nothing."""
     text = repr(value)
-    return text if len(text) <= _REPR_LIMIT else text[: _REPR_LIMIT - 3] + "..."
+    if isinstance(value, str | os.PathLike) or len(text) <= _REPR_LIMIT:
+        return text
+    return text[: _REPR_LIMIT - 3] + "..."
 
 
 def argument_error(api: str, argument: str, value, expected: str) -> ArgumentError:
@@ -80,8 +85,27 @@ def argument_error(api: str, argument: str, value, expected: str) -> ArgumentErr
     return ArgumentError(f"{api}: {argument}={_short_repr(value)}: expected {expected}{where}")
 
 
+def is_size(value, minimum: int = 1) -> bool:
+    """Whether ``value`` is an int (Python's or NumPy's; bools are not sizes) >= ``minimum``."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
+
+
 def positive_int(api: str, argument: str, value) -> int:
-    """``value`` when it is an int >= 1 (bools are not sizes), else the ArgumentError naming it."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+    """``value`` when it is an int >= 1, else the ArgumentError naming it."""
+    if is_size(value):
         return int(value)  # a NumPy integer becomes a Python int
     raise argument_error(api, argument, value, "a positive int")
+
+
+def int_tuple(api: str, argument: str, value, count: int, minimum: int = 1) -> tuple[int, ...]:
+    """``value`` (an int, or a sequence of ``count`` ints) as ``count`` ints, each at least
+    ``minimum`` (PyTorch's ``_pair``, checked); else the ArgumentError naming it.
+
+    >>> int_tuple("nn.Conv2d", "stride", 2, 2)
+    (2, 2)
+    """
+    items = list(value) if isinstance(value, tuple | list) else [value] * count
+    if len(items) == count and all(is_size(v, minimum) for v in items):
+        return tuple(int(v) for v in items)
+    kind = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+    raise argument_error(api, argument, value, kind if count == 1 else f"{kind} or {count} of them")

@@ -225,7 +225,7 @@ def test_unroll_gives_the_same_result():
 
 
 def test_clear_errors():
-    with pytest.raises(HlotraceError, match=rf"n must be a positive int, got 0 at .*{HERE}:\d+"):
+    with pytest.raises(HlotraceError, match=rf"nn.Stacked: n=0: expected a positive int \(at .*{HERE}:\d+"):
         nn.Stacked(Block, 0)
     with pytest.raises(HlotraceError, match=rf"make_block must be a function .* got Block at .*{HERE}:\d+"):
         nn.Stacked(Block(), 2)

@@ -127,7 +127,9 @@ def test_pytorch_keys_and_independent_copies():
     decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, dim_feedforward=16), num_layers=2)
     assert "layers.1.multihead_attn.out_proj.weight" in decoder.state_dict()
     assert "layers.0.norm3.bias" in decoder.state_dict()
-    with pytest.raises(HlotraceError, match="activation must be 'relu', 'gelu' or a callable"):
+    with pytest.raises(
+        HlotraceError, match="nn.TransformerEncoderLayer: activation='swish': expected 'relu', 'gelu' or a callable"
+    ):
         nn.TransformerEncoderLayer(8, 2, activation="swish")
 
 

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from hlotrace.errors import HlotraceError, argument_error
+from hlotrace.errors import HlotraceError, argument_error, is_size
 
 
 def devices(platform: str | None = None) -> list:
@@ -47,7 +47,7 @@ class Mesh:
 
     def __init__(self, shape=None, axis_names=None, devices=None):
         shape = (shape,) if isinstance(shape, int | np.integer) else shape
-        if not isinstance(shape, tuple | list) or not shape or not all(_is_size(n) for n in shape):
+        if not isinstance(shape, tuple | list) or not shape or not all(is_size(n) for n in shape):
             raise argument_error(
                 "Mesh", "shape", shape, 'one or more positive ints, as in Mesh((4, 2), ("data", "model"))'
             )
@@ -99,10 +99,6 @@ class Mesh:
     def __repr__(self) -> str:
         axes = ", ".join(f"{a!r}: {n}" for a, n in zip(self.axis_names, self.shape, strict=True))
         return f"Mesh({{{axes}}}, devices={[int(d.id) for d in self.devices]})"
-
-
-def _is_size(n) -> bool:
-    return isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 1
 
 
 def _axis_names_wanted(axis_names, shape) -> str | None:

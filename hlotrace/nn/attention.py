@@ -17,7 +17,7 @@ import numpy as np
 
 import hlotrace.nn.init as init
 from hlotrace import functional as F
-from hlotrace.errors import HlotraceError
+from hlotrace.errors import HlotraceError, argument_error, positive_int
 from hlotrace.nn.layers import Linear
 from hlotrace.nn.module import Module
 from hlotrace.tensor import Parameter, Tensor
@@ -47,11 +47,13 @@ class MultiheadAttention(Module):
 
     def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, batch_first: bool = False, dtype="float32"):
         super().__init__()
-        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
-            raise HlotraceError(
-                f"MultiheadAttention: embed_dim ({embed_dim}) must be a positive multiple of num_heads ({num_heads})"
+        embed_dim = positive_int("nn.MultiheadAttention", "embed_dim", embed_dim)
+        num_heads = positive_int("nn.MultiheadAttention", "num_heads", num_heads)
+        if embed_dim % num_heads:
+            raise argument_error(
+                "nn.MultiheadAttention", "embed_dim", embed_dim, f"a multiple of num_heads={num_heads}"
             )
-        self.embed_dim, self.num_heads, self.batch_first = int(embed_dim), int(num_heads), bool(batch_first)
+        self.embed_dim, self.num_heads, self.batch_first = embed_dim, num_heads, bool(batch_first)
         self.head_dim = self.embed_dim // self.num_heads
         self.in_proj_weight = Parameter(np.zeros((3 * embed_dim, embed_dim), np.float32), dtype=dtype)
         if bias:

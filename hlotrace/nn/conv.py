@@ -14,36 +14,22 @@ import numpy as np
 
 import hlotrace.nn.init as init
 from hlotrace import functional as F
-from hlotrace.errors import HlotraceError
+from hlotrace.errors import argument_error, int_tuple, positive_int
 from hlotrace.nn.module import Module
 from hlotrace.tensor import Parameter
 
 __all__ = ["Conv1d", "Conv2d", "ConvTranspose2d"]
 
 
-def _pair(value, name: str, owner: str = "Conv2d") -> tuple[int, int]:
-    """An int or two ints, as PyTorch's ``_pair`` (the op checks the values themselves)."""
-    if isinstance(value, list | tuple):
-        if len(value) != 2:
-            raise HlotraceError(f"{owner}: {name} needs an int or 2 ints, got {value!r}")
-        return tuple(value)
-    return (value, value)
-
-
-def _single(value, name: str) -> int:
-    if isinstance(value, list | tuple):
-        if len(value) != 1:
-            raise HlotraceError(f"Conv1d: {name} needs an int or 1 int, got {value!r}")
-        return value[0]
-    return value
-
-
-def _check_groups(owner: str, in_channels: int, out_channels: int, groups: int) -> None:
-    if groups < 1 or in_channels % groups or out_channels % groups:
-        raise HlotraceError(
-            f"{owner}: groups={groups} must be >= 1 and divide in_channels={in_channels} "
-            f"and out_channels={out_channels}"
+def _channels(owner: str, in_channels, out_channels, groups) -> tuple[int, int, int]:
+    in_channels = positive_int(owner, "in_channels", in_channels)
+    out_channels = positive_int(owner, "out_channels", out_channels)
+    groups = positive_int(owner, "groups", groups)
+    if in_channels % groups or out_channels % groups:
+        raise argument_error(
+            owner, "groups", groups, f"a divisor of in_channels={in_channels} and out_channels={out_channels}"
         )
+    return in_channels, out_channels, groups
 
 
 def _reset(weight: Parameter, bias: Parameter | None) -> None:
@@ -82,12 +68,12 @@ class Conv2d(Module):
         dtype="float32",
     ):
         super().__init__()
-        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
-        _check_groups("Conv2d", self.in_channels, self.out_channels, self.groups)
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = _pair(stride, "stride")
-        self.padding = _pair(padding, "padding")
-        self.dilation = _pair(dilation, "dilation")
+        owner = "nn.Conv2d"
+        self.in_channels, self.out_channels, self.groups = _channels(owner, in_channels, out_channels, groups)
+        self.kernel_size = int_tuple(owner, "kernel_size", kernel_size, 2)
+        self.stride = int_tuple(owner, "stride", stride, 2)
+        self.padding = int_tuple(owner, "padding", padding, 2, minimum=0)
+        self.dilation = int_tuple(owner, "dilation", dilation, 2)
         shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
         self.weight = Parameter(np.zeros(shape, np.float32), dtype=dtype)
         if bias:
@@ -143,12 +129,12 @@ class Conv1d(Module):
         dtype="float32",
     ):
         super().__init__()
-        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
-        _check_groups("Conv1d", self.in_channels, self.out_channels, self.groups)
-        self.kernel_size = _single(kernel_size, "kernel_size")
-        self.stride = _single(stride, "stride")
-        self.padding = _single(padding, "padding")
-        self.dilation = _single(dilation, "dilation")
+        owner = "nn.Conv1d"
+        self.in_channels, self.out_channels, self.groups = _channels(owner, in_channels, out_channels, groups)
+        (self.kernel_size,) = int_tuple(owner, "kernel_size", kernel_size, 1)
+        (self.stride,) = int_tuple(owner, "stride", stride, 1)
+        (self.padding,) = int_tuple(owner, "padding", padding, 1, minimum=0)
+        (self.dilation,) = int_tuple(owner, "dilation", dilation, 1)
         shape = (self.out_channels, self.in_channels // self.groups, self.kernel_size)
         self.weight = Parameter(np.zeros(shape, np.float32), dtype=dtype)
         if bias:
@@ -204,13 +190,13 @@ class ConvTranspose2d(Module):
         dtype="float32",
     ):
         super().__init__()
-        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
-        _check_groups("ConvTranspose2d", self.in_channels, self.out_channels, self.groups)
-        self.kernel_size = _pair(kernel_size, "kernel_size", "ConvTranspose2d")
-        self.stride = _pair(stride, "stride", "ConvTranspose2d")
-        self.padding = _pair(padding, "padding", "ConvTranspose2d")
-        self.output_padding = _pair(output_padding, "output_padding", "ConvTranspose2d")
-        self.dilation = _pair(dilation, "dilation", "ConvTranspose2d")
+        owner = "nn.ConvTranspose2d"
+        self.in_channels, self.out_channels, self.groups = _channels(owner, in_channels, out_channels, groups)
+        self.kernel_size = int_tuple(owner, "kernel_size", kernel_size, 2)
+        self.stride = int_tuple(owner, "stride", stride, 2)
+        self.padding = int_tuple(owner, "padding", padding, 2, minimum=0)
+        self.output_padding = int_tuple(owner, "output_padding", output_padding, 2, minimum=0)
+        self.dilation = int_tuple(owner, "dilation", dilation, 2)
         shape = (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
         self.weight = Parameter(np.zeros(shape, np.float32), dtype=dtype)
         if bias:

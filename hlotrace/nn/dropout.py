@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hlotrace import dtypes as dt
 from hlotrace import functional as F
-from hlotrace.errors import HlotraceError
+from hlotrace.errors import argument_error
 from hlotrace.nn.module import Module
 
 __all__ = ["Dropout"]
@@ -30,7 +30,7 @@ class Dropout(Module):
     def __init__(self, p: float = 0.5, generator=None):
         super().__init__()
         if not dt.is_number(p) or not 0 <= dt.as_python_number(p) <= 1:  # ml_dtypes scalars too
-            raise HlotraceError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
+            raise argument_error("nn.Dropout", "p", p, "a probability in [0, 1]")
         self.p = float(dt.as_python_number(p))
         self.generator = generator
 

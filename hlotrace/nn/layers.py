@@ -15,9 +15,16 @@ import numpy as np
 
 import hlotrace.nn.init as init
 from hlotrace import functional as F
-from hlotrace.errors import HlotraceError
+from hlotrace.errors import HlotraceError, argument_error, positive_int
 from hlotrace.nn.module import _MODULE, Module
 from hlotrace.tensor import Parameter
+
+
+def _int(api: str, argument: str, value) -> int:
+    """``value`` when it is an int (a dimension index may be negative), else the ArgumentError."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return int(value)
+    raise argument_error(api, argument, value, "an int (a dimension index)")
 
 
 class Linear(Module):
@@ -34,8 +41,8 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype="float32"):
         super().__init__()
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
+        self.in_features = positive_int("nn.Linear", "in_features", in_features)
+        self.out_features = positive_int("nn.Linear", "out_features", out_features)
         self.weight = Parameter(np.zeros((self.out_features, self.in_features), np.float32), dtype=dtype)
         if bias:
             self.bias = Parameter(np.zeros((self.out_features,), np.float32), dtype=dtype)
@@ -83,7 +90,8 @@ class Flatten(Module):
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
-        self.start_dim, self.end_dim = int(start_dim), int(end_dim)
+        self.start_dim = _int("nn.Flatten", "start_dim", start_dim)
+        self.end_dim = _int("nn.Flatten", "end_dim", end_dim)
 
     def forward(self, x):
         return F.flatten(x, self.start_dim, self.end_dim)
@@ -102,8 +110,19 @@ class Unflatten(Module):
 
     def __init__(self, dim: int, unflattened_size):
         super().__init__()
-        self.dim = int(dim)
-        self.unflattened_size = tuple(int(d) for d in unflattened_size)
+        self.dim = _int("nn.Unflatten", "dim", dim)
+        sizes = list(unflattened_size) if isinstance(unflattened_size, tuple | list) else None
+        if (
+            not sizes
+            or not all(
+                isinstance(d, int | np.integer) and not isinstance(d, bool) and (d >= 1 or d == -1) for d in sizes
+            )
+            or sizes.count(-1) > 1
+        ):
+            raise argument_error(
+                "nn.Unflatten", "unflattened_size", unflattened_size, "a tuple of positive ints (one may be -1)"
+            )
+        self.unflattened_size = tuple(int(d) for d in sizes)
 
     def forward(self, x):
         if not -x.ndim <= self.dim < x.ndim:

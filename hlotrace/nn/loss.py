@@ -12,6 +12,8 @@ buffers, so they are state of a compiled step (changing one never recompiles).
 from __future__ import annotations
 
 from hlotrace import functional as F
+from hlotrace.errors import argument_error
+from hlotrace.losses import REDUCTIONS
 from hlotrace.nn.module import Module
 from hlotrace.tensor import Tensor, tensor
 
@@ -34,8 +36,13 @@ def _class_dim(x) -> int:
 
 
 class _Loss(Module):
+    _reductions = REDUCTIONS
+
     def __init__(self, reduction: str = "mean"):
         super().__init__()
+        if not isinstance(reduction, str) or reduction not in self._reductions:
+            wanted = " or ".join(map(repr, self._reductions))
+            raise argument_error(f"nn.{type(self).__name__}", "reduction", reduction, wanted)
         self.reduction = reduction
 
     def extra_repr(self) -> str:
@@ -153,6 +160,8 @@ class BCEWithLogitsLoss(_WeightedLoss):
 class KLDivLoss(_Loss):
     """Pointwise KL divergence; the input is log-probabilities (PyTorch's ``nn.KLDivLoss``;
     ``reduction="batchmean"`` for the divergence per example)."""
+
+    _reductions = (*REDUCTIONS, "batchmean")
 
     def __init__(self, reduction: str = "mean", log_target: bool = False):
         super().__init__(reduction)

@@ -13,10 +13,12 @@ momentum) * batch_stat`` (default 0.9; PyTorch's default 0.1 is the same update,
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hlotrace import functional as F
-from hlotrace.errors import HlotraceError
+from hlotrace.errors import HlotraceError, argument_error, positive_int
 from hlotrace.nn.module import Module
 from hlotrace.tensor import Parameter, tensor
 
@@ -24,9 +26,25 @@ __all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "Instanc
 
 
 def _positive_int(name: str, value, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
-        raise HlotraceError(f"{name}: {what} must be a positive int, got {value!r}")
-    return int(value)
+    return positive_int(f"nn.{name}", what, value)
+
+
+def _number(name: str, what: str, value, low: float, high: float = float("inf")) -> float:
+    """``value`` as a float when it is a finite real number in [low, high], else the
+    ArgumentError naming it."""
+    if isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
+        if math.isfinite(value) and low <= value <= high:
+            return float(value)
+    wanted = f"a finite number >= {low}" if high == float("inf") else f"a number in [{low}, {high}]"
+    raise argument_error(f"nn.{name}", what, value, wanted)
+
+
+def _shape(name: str, value) -> tuple[int, ...]:
+    """``normalized_shape``: a positive int or a non-empty tuple of them."""
+    shape = (value,) if isinstance(value, int | np.integer) else value
+    if not isinstance(shape, tuple | list) or not shape:
+        raise argument_error(f"nn.{name}", "normalized_shape", value, "a positive int or a tuple of them")
+    return tuple(positive_int(f"nn.{name}", "normalized_shape", d) for d in shape)
 
 
 class _BatchNorm(Module):
@@ -37,9 +55,10 @@ class _BatchNorm(Module):
 
     def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, track_running_stats=True):
         super().__init__()
-        self.num_features = _positive_int(type(self).__name__, num_features, "num_features")
-        self.eps = float(eps)
-        self.momentum = float(momentum)
+        name = type(self).__name__
+        self.num_features = _positive_int(name, num_features, "num_features")
+        self.eps = _number(name, "eps", eps, 0.0)
+        self.momentum = _number(name, "momentum", momentum, 0.0, 1.0)
         self.affine = bool(affine)
         self.track_running_stats = bool(track_running_stats)
         shape = (self.num_features,)
@@ -109,9 +128,8 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True):
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int | np.integer) else tuple(normalized_shape)
-        self.normalized_shape = tuple(int(d) for d in shape)
-        self.eps = float(eps)
+        self.normalized_shape = _shape("LayerNorm", normalized_shape)
+        self.eps = _number("LayerNorm", "eps", eps, 0.0)
         self.elementwise_affine = bool(elementwise_affine)
         if self.elementwise_affine:
             self.weight = Parameter(np.ones(self.normalized_shape, np.float32))
@@ -136,8 +154,9 @@ class GroupNorm(Module):
         self.num_groups = _positive_int("GroupNorm", num_groups, "num_groups")
         self.num_channels = _positive_int("GroupNorm", num_channels, "num_channels")
         if self.num_channels % self.num_groups:
-            raise HlotraceError(f"GroupNorm: num_groups={self.num_groups} must divide num_channels={self.num_channels}")
-        self.eps = float(eps)
+            wanted = f"a divisor of num_channels={self.num_channels}"
+            raise argument_error("nn.GroupNorm", "num_groups", self.num_groups, wanted)
+        self.eps = _number("GroupNorm", "eps", eps, 0.0)
         self.affine = bool(affine)
         if self.affine:
             self.weight = Parameter(np.ones((self.num_channels,), np.float32))
@@ -160,9 +179,8 @@ class RMSNorm(Module):
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int | np.integer) else tuple(normalized_shape)
-        self.normalized_shape = tuple(int(d) for d in shape)
-        self.eps = None if eps is None else float(eps)
+        self.normalized_shape = _shape("RMSNorm", normalized_shape)
+        self.eps = None if eps is None else _number("RMSNorm", "eps", eps, 0.0)
         self.elementwise_affine = bool(elementwise_affine)
         if self.elementwise_affine:
             self.weight = Parameter(np.ones(self.normalized_shape, np.float32))
@@ -189,7 +207,7 @@ class _InstanceNorm(Module):
         self.num_features = _positive_int(name, num_features, "num_features")
         if track_running_stats:
             raise HlotraceError(f"{name}: track_running_stats=True is not supported (statistics are per example)")
-        self.eps = float(eps)
+        self.eps = _number(name, "eps", eps, 0.0)
         self.affine = bool(affine)
         if self.affine:
             self.weight = Parameter(np.ones((self.num_features,), np.float32))

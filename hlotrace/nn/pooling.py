@@ -9,9 +9,24 @@ tensors; see :mod:`hlotrace.ops.pooling` for their exact semantics).
 from __future__ import annotations
 
 from hlotrace import functional as F
+from hlotrace.errors import argument_error, int_tuple, is_size
 from hlotrace.nn.module import Module
 
 __all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "MaxPool2d"]
+
+
+def _check_window(owner: str, kernel_size, stride, padding) -> None:
+    """Sizes checked when the module is built, kept as given (the op reads them)."""
+    int_tuple(owner, "kernel_size", kernel_size, 2)
+    if stride is not None:
+        int_tuple(owner, "stride", stride, 2)
+    int_tuple(owner, "padding", padding, 2, minimum=0)
+
+
+def _check_output_size(owner: str, output_size) -> None:
+    entries = list(output_size) if isinstance(output_size, tuple | list) else [output_size, output_size]
+    if len(entries) != 2 or not all(e is None or is_size(e) for e in entries):
+        raise argument_error(owner, "output_size", output_size, "a positive int or a pair of them (None keeps a size)")
 
 
 class MaxPool2d(Module):
@@ -20,6 +35,7 @@ class MaxPool2d(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
+        _check_window("nn.MaxPool2d", kernel_size, stride, padding)
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
 
     def forward(self, x):
@@ -35,6 +51,7 @@ class AvgPool2d(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0, count_include_pad=True):
         super().__init__()
+        _check_window("nn.AvgPool2d", kernel_size, stride, padding)
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.count_include_pad = bool(count_include_pad)
 
@@ -54,6 +71,7 @@ class AdaptiveAvgPool2d(Module):
 
     def __init__(self, output_size):
         super().__init__()
+        _check_output_size("nn.AdaptiveAvgPool2d", output_size)
         self.output_size = output_size
 
     def forward(self, x):
@@ -68,6 +86,7 @@ class AdaptiveMaxPool2d(Module):
 
     def __init__(self, output_size):
         super().__init__()
+        _check_output_size("nn.AdaptiveMaxPool2d", output_size)
         self.output_size = output_size
 
     def forward(self, x):

@@ -8,17 +8,18 @@ factors), composites of reshape, transpose and repeat.
 
 from __future__ import annotations
 
+import numbers
+
 from hlotrace import functional as F
-from hlotrace.errors import HlotraceError
+from hlotrace.errors import HlotraceError, argument_error, positive_int
 from hlotrace.nn.module import Module
 
 __all__ = ["PixelShuffle", "PixelUnshuffle", "Upsample"]
 
 
-def _factor(owner: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise HlotraceError(f"{owner}: the factor must be a positive int, got {value!r}")
-    return value
+def _whole(value) -> bool:
+    """A positive whole number (2 or 2.0: a factor or a size)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value >= 1 and float(value).is_integer()
 
 
 class PixelShuffle(Module):
@@ -26,7 +27,7 @@ class PixelShuffle(Module):
 
     def __init__(self, upscale_factor: int):
         super().__init__()
-        self.upscale_factor = _factor("PixelShuffle", upscale_factor)
+        self.upscale_factor = positive_int("nn.PixelShuffle", "upscale_factor", upscale_factor)
 
     def forward(self, x):
         r = self.upscale_factor
@@ -45,7 +46,7 @@ class PixelUnshuffle(Module):
 
     def __init__(self, downscale_factor: int):
         super().__init__()
-        self.downscale_factor = _factor("PixelUnshuffle", downscale_factor)
+        self.downscale_factor = positive_int("nn.PixelUnshuffle", "downscale_factor", downscale_factor)
 
     def forward(self, x):
         r = self.downscale_factor
@@ -67,9 +68,13 @@ class Upsample(Module):
     def __init__(self, size=None, scale_factor=None, mode: str = "nearest"):
         super().__init__()
         if mode != "nearest":
-            raise HlotraceError(f"Upsample: only mode='nearest' is supported, got {mode!r}")
+            raise argument_error("nn.Upsample", "mode", mode, "'nearest' (the only mode supported)")
         if (size is None) == (scale_factor is None):
-            raise HlotraceError("Upsample: give exactly one of size and scale_factor")
+            raise HlotraceError("nn.Upsample: give exactly one of size and scale_factor")
+        for argument, value in (("size", size), ("scale_factor", scale_factor)):
+            entries = list(value) if isinstance(value, tuple | list) else [value]
+            if value is not None and not (entries and all(_whole(e) for e in entries)):
+                raise argument_error("nn.Upsample", argument, value, "a positive int or one per spatial dim")
         self.size, self.scale_factor, self.mode = size, scale_factor, mode
 
     def _factors(self, x) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ import numpy as np
 
 import hlotrace.nn.init as init
 from hlotrace import functional as F
-from hlotrace.errors import OpError
+from hlotrace.errors import positive_int
 from hlotrace.nn.module import Module
 from hlotrace.tensor import Parameter
 
@@ -31,12 +31,8 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings: int, embedding_dim: int, dtype="float32"):
         super().__init__()
-        self.num_embeddings = int(num_embeddings)
-        self.embedding_dim = int(embedding_dim)
-        if self.num_embeddings < 0 or self.embedding_dim < 0:
-            raise OpError(
-                f"nn.Embedding: sizes must be non-negative, got ({self.num_embeddings}, {self.embedding_dim})"
-            )
+        self.num_embeddings = positive_int("nn.Embedding", "num_embeddings", num_embeddings)
+        self.embedding_dim = positive_int("nn.Embedding", "embedding_dim", embedding_dim)
         self.weight = Parameter(np.zeros((self.num_embeddings, self.embedding_dim), np.float32), dtype=dtype)
         self.reset_parameters()
 

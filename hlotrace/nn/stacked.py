@@ -40,7 +40,7 @@ from collections.abc import Callable
 import numpy as np
 
 from hlotrace import functional as F
-from hlotrace.errors import HlotraceError, OpError, TraceError
+from hlotrace.errors import HlotraceError, OpError, TraceError, positive_int
 from hlotrace.nn.module import _BUFFER, _PARAM, Module
 from hlotrace.source import user_location
 from hlotrace.tensor import Parameter, Tensor, tensor
@@ -102,9 +102,7 @@ class Stacked(Module):
                 f"nn.Stacked: make_block must be a function that builds one block (e.g. lambda: Block(64, 4)), "
                 f"got {type(make_block).__name__}{where}"
             )
-        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
-            raise HlotraceError(f"nn.Stacked: n must be a positive int, got {n!r}{where}")
-        n = int(n)
+        n = positive_int("nn.Stacked", "n", n)
         blocks = [make_block() for _ in range(n)]
         for i, block in enumerate(blocks):
             if not isinstance(block, Module):

@@ -19,7 +19,7 @@ import copy
 from collections.abc import Callable
 
 from hlotrace import functional as F
-from hlotrace.errors import HlotraceError
+from hlotrace.errors import argument_error, positive_int
 from hlotrace.nn.attention import MultiheadAttention
 from hlotrace.nn.containers import ModuleList
 from hlotrace.nn.dropout import Dropout
@@ -33,11 +33,11 @@ __all__ = ["TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder"
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
-def _activation(activation) -> Callable:
+def _activation(activation, owner: str) -> Callable:
     if callable(activation):
         return activation
-    if activation not in _ACTIVATIONS:
-        raise HlotraceError(f"Transformer layers: activation must be 'relu', 'gelu' or a callable, got {activation!r}")
+    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
+        raise argument_error(f"nn.{owner}", "activation", activation, "'relu', 'gelu' or a callable")
     return _ACTIVATIONS[activation]
 
 
@@ -50,6 +50,15 @@ def clone_module(module: Module) -> Module:
     for _, b in module.named_buffers():
         memo[id(b)] = tensor(b.numpy(), dtype=b.dtype)
     return copy.deepcopy(module, memo)
+
+
+def _check_sizes(owner: str, d_model, nhead, dim_feedforward) -> None:
+    """The layer's sizes, checked under its own name (not its MultiheadAttention's)."""
+    d_model = positive_int(f"nn.{owner}", "d_model", d_model)
+    nhead = positive_int(f"nn.{owner}", "nhead", nhead)
+    positive_int(f"nn.{owner}", "dim_feedforward", dim_feedforward)
+    if d_model % nhead:
+        raise argument_error(f"nn.{owner}", "d_model", d_model, f"a multiple of nhead={nhead}")
 
 
 class TransformerEncoderLayer(Module):
@@ -73,6 +82,7 @@ class TransformerEncoderLayer(Module):
         bias: bool = True,
     ):
         super().__init__()
+        _check_sizes(type(self).__name__, d_model, nhead, dim_feedforward)
         self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, batch_first=batch_first)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
         self.dropout = Dropout(dropout)
@@ -82,7 +92,7 @@ class TransformerEncoderLayer(Module):
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps)
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
-        self.activation = _activation(activation)
+        self.activation = _activation(activation, type(self).__name__)
 
     def _self_attention(self, x, mask, key_padding_mask, is_causal):
         out, _ = self.self_attn(
@@ -123,6 +133,7 @@ class TransformerDecoderLayer(Module):
         bias: bool = True,
     ):
         super().__init__()
+        _check_sizes(type(self).__name__, d_model, nhead, dim_feedforward)
         self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, batch_first=batch_first)
         self.multihead_attn = MultiheadAttention(d_model, nhead, bias=bias, batch_first=batch_first)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
@@ -135,7 +146,7 @@ class TransformerDecoderLayer(Module):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.dropout3 = Dropout(dropout)
-        self.activation = _activation(activation)
+        self.activation = _activation(activation, type(self).__name__)
 
     def _self_attention(self, x, mask, key_padding_mask, is_causal):
         out, _ = self.self_attn(
@@ -185,10 +196,11 @@ class TransformerEncoder(Module):
 
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: Module | None = None):
         super().__init__()
-        if int(num_layers) < 1:
-            raise HlotraceError(f"TransformerEncoder: num_layers must be >= 1, got {num_layers}")
-        self.layers = ModuleList([clone_module(encoder_layer) for _ in range(int(num_layers))])
-        self.num_layers = int(num_layers)
+        if not isinstance(encoder_layer, Module):
+            wanted = "an nn.Module such as nn.TransformerEncoderLayer (copied num_layers times)"
+            raise argument_error("nn.TransformerEncoder", "encoder_layer", encoder_layer, wanted)
+        self.num_layers = positive_int("nn.TransformerEncoder", "num_layers", num_layers)
+        self.layers = ModuleList([clone_module(encoder_layer) for _ in range(self.num_layers)])
         self.norm = norm
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal: bool = False):
@@ -203,10 +215,11 @@ class TransformerDecoder(Module):
 
     def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int, norm: Module | None = None):
         super().__init__()
-        if int(num_layers) < 1:
-            raise HlotraceError(f"TransformerDecoder: num_layers must be >= 1, got {num_layers}")
-        self.layers = ModuleList([clone_module(decoder_layer) for _ in range(int(num_layers))])
-        self.num_layers = int(num_layers)
+        if not isinstance(decoder_layer, Module):
+            wanted = "an nn.Module such as nn.TransformerDecoderLayer (copied num_layers times)"
+            raise argument_error("nn.TransformerDecoder", "decoder_layer", decoder_layer, wanted)
+        self.num_layers = positive_int("nn.TransformerDecoder", "num_layers", num_layers)
+        self.layers = ModuleList([clone_module(decoder_layer) for _ in range(self.num_layers)])
         self.norm = norm
 
     def forward(

@@ -14,8 +14,11 @@ and where it was created (``capture_as_const=True``), or asks for a new recordin
 
 from __future__ import annotations
 
+import functools
+import types
 import warnings
 
+from hlotrace.tensor import Parameter, Tensor
 from hlotrace.versions import VERSIONS
 
 REFRESH = "refresh"
@@ -121,3 +124,150 @@ def _describe(t, names) -> str:
     what = f"{kind} {name}" if name else f"a {kind}"
     where = f" created at {t._origin}" if t._origin else ""
     return f"{what} of shape {list(t.shape)}{where}"
+
+
+# -- closed-over state ------------------------------------------------------------------------
+# A step that closes over ``net``, ``opt`` and ``gm`` (PyTorch's usual training loop) trains
+# exactly as if they were passed: before every call (outside the hot path of stateless
+# functions) the call path walks what the function can reach without arguments -- its closure
+# cells, the globals its code names, and from there plain objects' attributes, lists, tuples,
+# dicts, user functions and wrapped functions, ``CLOSURE_DEPTH`` levels deep -- and every state
+# holder (Module, Optimizer, GradManager) found there joins the call's holders, every loose
+# ``Parameter`` one :class:`ClosedParameters` holder. From there on they are the arguments'
+# holders in all but name: executable inputs read and written back in place, their old buffers
+# donated, their structure in the cache key, an optimizer's hyper tensors refreshed before the
+# call. The walk runs on every such call, so what the key holds (the identities of the objects
+# found, and through their holder state their shapes, dtypes and ``.grad`` presence) is what
+# the function reaches now: a rebound closure variable (``net = Net()`` again) or an object
+# attribute (``trainer.net = Net()``) selects another entry, never the old tensors.
+# A parameter reached some other way (deeper, through a list longer than ``CLOSURE_ITEMS``,
+# through hlotrace's own objects) is a TraceError naming the line, never a step that silently
+# does not train. With ``capture_as_const`` (True or "refresh") nothing is walked: closed-over
+# Parameters and modules are baked in as constants, as before (MegEngine's semantics).
+
+CLOSURE_DEPTH = 3  # objects this many steps below a closure cell or global are still walked
+CLOSURE_ITEMS = 64  # longer lists/tuples/dicts (and bigger objects) are not walked into
+_NOT_WALKED = (type(None), bool, int, float, complex, str, bytes, type, types.ModuleType, types.BuiltinFunctionType)
+_FOREIGN = ("hlotrace", "numpy", "jax", "jaxlib", "builtins", "functools", "typing", "collections")
+
+
+class ClosedParameters:
+    """The loose Parameters a function closes over, as one state holder."""
+
+    def __init__(self, parameters):
+        self.parameters = tuple(parameters)
+
+    def _trace_state(self):
+        return ("closed parameters", len(self.parameters)), list(self.parameters)
+
+
+class Closure:
+    """What one traced function closes over, found again before each of its calls."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self._loose: tuple | None = None  # (ids, ClosedParameters) of the last loose Parameters
+
+    def holders(self) -> list:
+        """The state holders ``fn`` closes over now, its loose Parameters as one
+        :class:`ClosedParameters` (the same object while they are the same Parameters, so
+        the per-call state cache, :func:`hlotrace.state.holder_state`, keeps hitting)."""
+        holders, parameters = closed_over(self.fn)
+        if parameters:
+            ids = tuple(map(id, parameters))
+            if self._loose is None or self._loose[0] != ids:
+                self._loose = (ids, ClosedParameters(parameters))
+            holders.append(self._loose[1])
+        return holders
+
+
+def closed_over(fn) -> tuple[list, list]:
+    """``(holders, parameters)`` ``fn`` reaches through its closure and the globals it names
+    (see above), each once, in the order found.
+
+    >>> net = nn.Linear(2, 2)
+    >>> closed_over(lambda x: net(x))
+    ([Linear(...)], [])
+    """
+    holders: list = []
+    parameters: list = []
+    seen: set[int] = set()
+    for root in _roots(fn):
+        _visit(root, 0, holders, parameters, seen)
+    return holders, parameters
+
+
+def _roots(fn):
+    """What ``fn`` reaches without arguments: its bound object, partial arguments, closure
+    cells and the globals its code (nested functions and generators included) names."""
+    if isinstance(fn, types.MethodType):
+        yield fn.__self__
+        fn = fn.__func__
+    elif isinstance(fn, functools.partial):
+        yield from fn.args
+        yield from fn.keywords.values()
+        fn = fn.func
+    if not isinstance(fn, types.FunctionType):
+        yield fn  # a callable object: its attributes
+        return
+    if _foreign(fn):  # hlotrace's own functions close over no user state
+        return
+    code = fn.__code__
+    for cell in fn.__closure__ or ():
+        try:
+            yield cell.cell_contents
+        except ValueError:  # a cell not yet assigned
+            pass
+    namespace = fn.__globals__
+    for name in _global_names(code):
+        if name in namespace:
+            yield namespace[name]
+
+
+def _global_names(code) -> list[str]:
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names.extend(_global_names(const))
+    return names
+
+
+def _visit(obj, depth: int, holders: list, parameters: list, seen: set) -> None:
+    kind = type(obj)
+    if kind in _NOT_WALKED or id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if hasattr(kind, "_trace_state"):
+        holders.append(obj)
+        return
+    if isinstance(obj, Tensor):
+        if isinstance(obj, Parameter):
+            parameters.append(obj)
+        return  # a plain tensor stays what it was: refused, or baked in by capture_as_const
+    if depth >= CLOSURE_DEPTH:
+        return
+    for item in _inside(obj, kind):
+        _visit(item, depth + 1, holders, parameters, seen)
+
+
+def _inside(obj, kind):
+    """What the walk looks at below ``obj``."""
+    if kind is list or kind is tuple:
+        return obj if len(obj) <= CLOSURE_ITEMS else ()
+    if kind is dict:
+        return obj.values() if len(obj) <= CLOSURE_ITEMS else ()
+    if kind is types.FunctionType or kind is types.MethodType or kind is functools.partial:
+        return _roots(obj)
+    if _foreign(kind):
+        wrapped = getattr(obj, "__wrapped__", None)  # xla_trace / partial_trace of a user function
+        return (wrapped,) if wrapped is not None else ()
+    attributes = getattr(obj, "__dict__", None)
+    if type(attributes) is not dict or len(attributes) > CLOSURE_ITEMS:
+        return ()
+    return attributes.values()
+
+
+def _foreign(owner) -> bool:
+    """Whether ``owner`` (a class or function) is hlotrace's or a library's, not the user's."""
+    module = getattr(owner, "__module__", None) or ""
+    return module.split(".", 1)[0] in _FOREIGN

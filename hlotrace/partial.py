@@ -44,6 +44,8 @@ class PartialTracedFunction:
         self.forward = TracedFunction(fn, **options)
         self.backward = TracedFunction(self._backward_program, **options)
         self.backward.__name__ = f"{getattr(fn, '__name__', 'traced')}_backward"
+        # The backward reads what the forward closes over (its parameters get gradients).
+        self.backward._closure = self.forward._closure
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
@@ -63,7 +65,7 @@ class PartialTracedFunction:
             TAPES[:] = tapes
         outputs: list = []
         output_structure(result, outputs)
-        inputs = _differentiable_inputs(args, kwargs)
+        inputs = _differentiable_inputs(args, kwargs, self.forward)
 
         def vjp(cotangents):
             return self.backward(args, kwargs, cotangents)
@@ -81,7 +83,7 @@ class PartialTracedFunction:
         from hlotrace import functional as F
         from hlotrace.autodiff import Tape
 
-        inputs = _differentiable_inputs(args, kwargs)
+        inputs = _differentiable_inputs(args, kwargs, self.forward)
         tape = Tape()
         with tape, refusing_draws(_RECOMPUTED_DRAWS):
             keys = [tape.watch(t) for t in inputs]
@@ -99,11 +101,15 @@ class PartialTracedFunction:
         return self.forward.cache_size
 
 
-def _differentiable_inputs(args, kwargs) -> list:
-    """Argument tensors then holders' state, each Tensor once (as one tape input)."""
+def _differentiable_inputs(args, kwargs, forward: TracedFunction) -> list:
+    """Argument tensors then holders' state, each Tensor once (as one tape input); the
+    holders the function closes over count as arguments (hlotrace.captures.closed_over), so
+    a closed-over module's parameters get their gradients through the compiled backward."""
     leaves: list = []
     holders: list = []
     flatten((args, kwargs), leaves, [], holders)
+    if forward._closure is not None:
+        holders.extend(forward._closure.holders())
     return state.distinct_inputs(leaves, state.collect(holders)[1] if holders else ())[0]
 
 

@@ -363,11 +363,14 @@ class Recorder:
         origin = f"created at {tensor._origin}" if tensor._origin else "created outside the traced function"
         where = f" at {location}" if location else ""
         if type(tensor).__name__ == "Parameter":
-            # A parameter reached through a closed-over module/optimizer/GradManager: baking it
-            # in as a constant would silently stop training, so only one remedy is offered.
+            # A parameter the call path did not find among the arguments nor in what the
+            # function closes over (hlotrace.captures.closed_over: too deep, or reached through
+            # hlotrace's own objects): baking it in would silently stop training.
             remedy = (
-                "A compiled step reads and updates parameters only through its arguments: pass the "
-                "parameter, or the module, optimizer and GradManager that use it, as arguments."
+                "A compiled step reads and updates parameters only through its arguments and the "
+                "modules, optimizers, GradManagers and Parameters it closes over (its closure cells and "
+                "the globals it names, a few attributes deep), and this one was reached another way: "
+                "pass the parameter, or the module, optimizer and GradManager that use it, as arguments."
             )
         else:
             remedy = (

@@ -32,7 +32,7 @@ from hlotrace.arguments import (
 )
 from hlotrace.build import FIRST_CALLS as FIRST_CALLS  # (hlotrace.jit re-exports it)
 from hlotrace.build import build_entry, check_first_call
-from hlotrace.captures import CaptureGuard, check_mode
+from hlotrace.captures import CaptureGuard, Closure, check_mode
 from hlotrace.compiled import CompiledEntry
 from hlotrace.errors import TraceError, argument_error
 from hlotrace.overrides import OVERRIDES as _OVERRIDES
@@ -79,6 +79,9 @@ class TracedFunction:
         self._signatures: list[dict[str, str]] = []  # recompiles.describe() of each compiled signature
         self._descriptions: dict[tuple, dict[str, str]] = {}  # the same, by cache key (describe_entries)
         self.capture_as_const = check_mode(capture_as_const)
+        # Closed-over holders join each call's holders (hlotrace.captures.Closure), unless
+        # the function bakes what it closes over in (capture_as_const).
+        self._closure = Closure(fn) if self.capture_as_const is False else None
         self._guard: CaptureGuard | None = None  # what the entries baked in (hlotrace.captures)
         self.platform = platform
         if passes is not None:
@@ -217,6 +220,13 @@ class TracedFunction:
         # pattern is part of the key, and so are the shapes/dtypes of every input's .grad.
         # The holders' state is cached between calls (O(1) unless something structural
         # changed, see hlotrace.versions).
+        if self._closure is not None:
+            # Holders and Parameters the function closes over join the arguments' holders
+            # (hlotrace.captures.closed_over); which objects they are is part of the key.
+            closed = self._closure.holders()
+            if closed:
+                holders.extend(closed)
+                key.append(tuple(map(id, closed)))
         held = None
         if holders:
             held = state.holder_state(self._holders, holders)
@@ -242,7 +252,7 @@ class TracedFunction:
             guard = self._guard or CaptureGuard(name, self.capture_as_const)
             guard.add(recorder, holders)
             self._guard = guard or None
-        if flat:
+        if flat and not holders:  # holders here: closed over (flat arguments hold none)
             self._flat_cache[(pipeline, *(k for t in inputs for k in (t.shape, t.dtype)))] = entry
             self._flat_entries.add(id(entry))
         self._last = entry

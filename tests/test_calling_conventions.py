@@ -24,6 +24,7 @@ from hlotrace import F, nn, optim
 from hlotrace.autodiff import GradManager
 from hlotrace.errors import TraceError
 from hlotrace.jit import partial_trace, xla_trace
+from hlotrace.partial import PartialTracedFunction
 from hlotrace.tensor import Tensor
 from hlotrace.testing.tolerances import Tolerance, assert_close
 
@@ -164,6 +165,53 @@ def closure(w, loss_of):
     return step, lambda f, x: f(x)
 
 
+def _like(loss_of, fn):
+    """``fn`` compiled as ``loss_of`` is (partial_trace in the partial mode, else as is)."""
+    return partial_trace(fn) if isinstance(loss_of, PartialTracedFunction) else fn
+
+
+def closure_locals(w, loss_of):
+    # The issue's target: net, opt and gm are closure variables, the step takes the batch
+    # only, and so does the forward (in the partial mode a partial_trace closing over net).
+    net, opt, gm = w.net, w.opt, w.gm
+    model = _like(loss_of, lambda x: forward(x, net))
+
+    def step(x):
+        return _backward_and_step(gm, [opt], lambda x: model(x), x)
+
+    return step, lambda f, x: f(x)
+
+
+def closure_optimizer(w, loss_of):
+    opt = w.opt  # only the optimizer is closed over; the module and GradManager are passed
+
+    def step(x, net, gm):
+        return _backward_and_step(gm, [opt], loss_of, x, net)
+
+    return step, lambda f, x: f(x, w.net, w.gm)
+
+
+def closure_parameters(w, loss_of):
+    # Loose Parameters in a closed-over list (a functional model), gm and opt closed over too.
+    params, gm, opts = w.params, w.gm, w.opts
+    model = _like(loss_of, lambda x: forward(x, params))
+
+    def step(x):
+        return _backward_and_step(gm, opts, lambda x: model(x), x)
+
+    return step, lambda f, x: f(x)
+
+
+class Trainer:
+    """A training loop kept on an object: ``xla_trace(trainer.step)`` closes over ``self``."""
+
+    def __init__(self, w, loss_of):
+        self.w, self.loss_of = w, loss_of
+
+    def step(self, x):
+        return _backward_and_step(self.w.gm, self.w.opts, self.loss_of, x, self.w.net)
+
+
 def holders(w, loss_of):
     def step(x, net, gm, opt):
         return _backward_and_step(gm, [opt], loss_of, x, net)
@@ -230,6 +278,12 @@ CONVENTIONS = {
     "list": ({}, in_list),
     "dict": ({}, in_dict),
     "closure": ({}, closure),
+    "closure-locals": ({}, closure_locals),
+    "closure-opt": ({}, closure_optimizer),
+    "closure-params": ({}, closure_parameters),
+    "closure-method": ({}, lambda w, loss_of: (Trainer(w, loss_of).step, lambda f, x: f(x))),
+    "closure-tied": ({"tied": True}, closure),
+    "closure-groups": ({"groups": True}, closure_locals),
     "holders": ({}, holders),
     "holders-keyword": ({}, holders_keyword),
     "module+param": ({}, module_and_its_parameter),
@@ -244,10 +298,9 @@ CONVENTIONS = {
 }
 
 # (convention, mode) pairs that cannot compile the same way: a TraceError, never a
-# silent difference. A compiled step reads state only through its arguments; tensors it
-# closes over are not inputs (hyper-parameters of a closed-over optimizer could not be
-# refreshed between calls).
-REFUSED = {("closure", "xla")}
+# silent difference. None today: the closure conventions were refused under "xla" until
+# closed-over holders became inputs (hlotrace.captures.closed_over, issue 36).
+REFUSED: set = set()
 
 
 def _run(convention: str, mode: str, make_opt):
@@ -294,6 +347,50 @@ def test_step_matches_eager(convention, mode, opt_name):
     initial = World(make_opt, **CONVENTIONS[convention][0]).values()
     stepped = NAMES[:2] if convention == "opt-subset" else NAMES
     assert all(not np.array_equal(actual[n], initial[n]) for n in stepped), "a parameter never changed"
+
+
+def _rebinding_script(mode: str, make_opt):
+    """Closure style across a rebinding: two steps on one world, its learning rate halved, a
+    third step, then the closure variable rebound to a fresh world (``w = World()`` again,
+    other values) and two steps there. Returns both worlds, the losses and the compiled
+    function (None eagerly): the whole step under "xla", the forward under "partial"."""
+    w = World(make_opt)
+    model = lambda x: forward(x, w.net)  # noqa: E731  (closes over the variable w)
+    if mode == "partial":
+        model = compiled = partial_trace(model)
+
+    def step(x):
+        return _backward_and_step(w.gm, w.opts, model, x)
+
+    if mode == "xla":
+        step = compiled = xla_trace(step)
+    losses = [float(step(_batch(i)).numpy()) for i in range(2)]
+    for group in w.opt.param_groups:
+        group["lr"] *= 0.5  # refreshed before the next call, never baked in
+    losses.append(float(step(_batch(2)).numpy()))
+    first = w
+    w = World(make_opt)
+    for p in w.params:  # other values than the first world's: a stale program shows
+        p += 0.25
+    losses += [float(step(_batch(i)).numpy()) for i in (3, 4)]
+    return first, w, losses, None if mode == "eager" else compiled
+
+
+@pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("mode", ["xla", "partial"])
+def test_a_rebound_closure_variable_recompiles(mode, opt_name):
+    """The closed-over holders are found on every call: a learning-rate change reaches the
+    closed-over optimizer without recompiling, and rebinding the closure variable to another
+    model selects another entry that trains the new model (the first stays as it was left)."""
+    make_opt = OPTIMIZERS[opt_name]
+    first_eager, second_eager, eager_losses, _ = _rebinding_script("eager", make_opt)
+    first, second, losses, compiled = _rebinding_script(mode, make_opt)
+    what = f"rebound/{mode}/{opt_name}"
+    assert_same_values(first.values(), first_eager.values(), f"{what}: the first world")
+    assert_same_values(second.values(), second_eager.values(), f"{what}: the rebound world")
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
+    # One program per model: the lr change recompiled nothing, the rebinding once.
+    assert compiled.cache_size == 2
 
 
 def test_the_issue_snippet_trains_under_xla_trace():

@@ -1,6 +1,6 @@
 """A failed call loses nothing (issue 18, part 3).
 
-Generated: fault x how the state is passed. Each fault strikes a compiled training step
+Generated: fault x how the state is passed (as holders, as arguments, closed over). Each fault strikes a compiled training step
 (dropout, so the default generator's key is state too; AdamW, so there is optimizer
 state; a ``.grad`` left set on one parameter, so gradients are state) and must leave every
 parameter, optimizer state tensor, ``.grad`` (object and value) and the random key exactly
@@ -102,7 +102,23 @@ def arguments_convention(body):
     return step, lambda f, w, x: f(x, list(w.net.parameters()), w.net, w.gm, w.opt)
 
 
-CONVENTIONS = {"holders": holders_convention, "arguments": arguments_convention}
+_CLOSED: dict = {}  # the World a closure-style step reaches (set by its call)
+
+
+def closure_convention(body):
+    def step(x):  # net, gm and opt closed over (through a global, as a script's loop does)
+        w = _CLOSED["world"]
+        with w.gm:
+            return body(x, w.net, w.gm, w.opt)
+
+    def call(f, w, x):
+        _CLOSED["world"] = w
+        return f(x)
+
+    return step, call
+
+
+CONVENTIONS = {"holders": holders_convention, "arguments": arguments_convention, "closure": closure_convention}
 
 
 def normal_body(x, net, gm, opt):

@@ -340,10 +340,10 @@ def test_refresh_re_records_after_training_and_after_eval():
     assert not np.allclose(predict(x).numpy(), fresh)
 
 
-def test_a_closed_over_module_switched_to_eval_warns():
+def test_a_closed_over_module_switched_to_eval_warns_under_capture_as_const():
     drop = nn.Dropout(0.5)
 
-    @xla_trace
+    @xla_trace(capture_as_const=True)
     def noisy(x):
         return drop(x)
 
@@ -352,6 +352,28 @@ def test_a_closed_over_module_switched_to_eval_warns():
     drop.eval()
     with pytest.warns(StaleCaptureWarning, match=r"module Dropout \(recorded in training mode, now in eval mode\)"):
         noisy(x)
+
+
+def test_a_closed_over_module_switched_to_eval_recompiles():
+    """Issue 36: without capture_as_const a closed-over module is a state holder of every
+    call (hlotrace.captures.closed_over), so its training flag is in the key, as an
+    argument's is: eval() selects another program, nothing is stale and nothing warns.
+    (Before, this warned StaleCaptureWarning and kept dropping; the test above keeps the
+    warning for capture_as_const, which still bakes the module in.)"""
+    drop = nn.Dropout(0.5)
+
+    @xla_trace
+    def noisy(x):
+        return drop(x)
+
+    x = ht.tensor(np.ones((8, 8), np.float32))
+    noisy(x)
+    noisy(x)
+    drop.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(noisy(x).numpy(), x.numpy())  # no dropout in eval mode
+    assert noisy.cache_size == 2
 
 
 def test_a_module_passed_as_an_argument_is_not_a_capture():

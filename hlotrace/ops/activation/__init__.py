@@ -56,7 +56,9 @@ they differ from PyTorch:
   log1p(exp(-|x|))``, never overflows, and rounds once in every dtype (softplus computes
   float16/bfloat16 in float32, and negation is exact): an op of its own would repeat
   softplus's rule bit for bit. Its gradient is softplus's, ``sigmoid(-x)``.
-  ``logsigmoid(+inf) = -0.0``, ``logsigmoid(-inf) = -inf``.
+  ``logsigmoid(-inf) = -inf``; where ``exp(-x)`` underflows (``x`` above ~104 in float32,
+  and ``+inf``) the result is ``-0.0`` (a negated ``+0.0``; PyTorch's ``min(x, 0) - ...``
+  gives ``+0.0``).
 - ``normal_cdf(x) = erfc(-x / sqrt(2)) / 2`` (``torch.special.ndtr``): registered as its own
   op because gelu's VJP needs it; lowered through CHLO's erfc.
 

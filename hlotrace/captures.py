@@ -10,6 +10,12 @@ it checks them (only after some value or module structure changed anywhere:
 ``hlotrace.versions``), and on a change either warns once per function, naming the tensor
 and where it was created (``capture_as_const=True``), or asks for a new recording
 (``capture_as_const="refresh"``).
+
+Without ``capture_as_const`` a function does not bake closed-over state in: the modules,
+optimizers, GradManagers and Parameters it closes over are found again before each call and
+become its state (:class:`Closure`, :func:`closed_over`; the design is written above them):
+their ``training`` flags are then in the key, and only a module the walk does not reach (too
+deep) is still guarded here, by the warning.
 """
 
 from __future__ import annotations
@@ -147,7 +153,9 @@ def _describe(t, names) -> str:
 
 CLOSURE_DEPTH = 3  # objects this many steps below a closure cell or global are still walked
 CLOSURE_ITEMS = 64  # longer lists/tuples/dicts (and bigger objects) are not walked into
-_NOT_WALKED = (type(None), bool, int, float, complex, str, bytes, type, types.ModuleType, types.BuiltinFunctionType)
+_NOT_WALKED = frozenset(
+    (type(None), bool, int, float, complex, str, bytes, type, types.ModuleType, types.BuiltinFunctionType)
+)
 _FOREIGN = ("hlotrace", "numpy", "jax", "jaxlib", "builtins", "functools", "typing", "collections")
 
 

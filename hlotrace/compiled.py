@@ -1,8 +1,9 @@
 """One compiled input signature of an ``xla_trace`` function, and how it reads and writes state.
 
 The executable's inputs are, in order: the distinct tensors the step reaches through its
-arguments (the argument leaves, then the holders' state tensors that are not also arguments;
-:func:`hlotrace.state.distinct_inputs`), the ``.grad`` of those that had one, and the late
+arguments (the argument leaves, then the holders' state tensors that are not also arguments,
+the holders the function closes over counted after the arguments' own, see
+:func:`hlotrace.captures.closed_over`; :func:`hlotrace.state.distinct_inputs`), the ``.grad`` of those that had one, and the late
 inputs (implicit state, e.g. the default random generator's key, bound by the recording
 when the function first read it). Its outputs are the function's results, then every
 input, gradient and late input the step updated, in that order; after a call each goes

@@ -12,6 +12,13 @@ Each such tensor is an executable input (and its ``.grad`` too, when set); each 
 step updates in place (``Tensor._assign``: ``p -= lr * g``) is an output whose buffer is
 written back into the same Tensor object after the call, its old buffer donated.
 
+*Closed-over holders* are holders too: a holder (or a loose ``Parameter``, gathered into one
+``hlotrace.captures.ClosedParameters``) that the function reaches through its closure cells
+and the globals it names is found again before every call (:func:`hlotrace.captures.closed_over`)
+and joins the call's holders after the arguments' ones, so everything above applies to it
+unchanged (donation, write-back, hyper-parameter refresh, the restore on failure); the cache
+key adds the identities of the objects found.
+
 *Implicit state* is a tensor a step reaches without any argument leading to it: the key of
 the default random generator (see :mod:`hlotrace.random`). Such tensors are registered in
 :mod:`hlotrace.recording` (``register_implicit``); a recording binds one as a late input the

@@ -78,6 +78,10 @@ class Trace:
     # Record index -> dotted path of the nn.Modules it was applied in ("MLP.fc1"): the lowering
     # prefixes location names with it, so Model Explorer groups the graph by module.
     paths: dict[int, str] = field(default_factory=dict)
+    # Input position -> output position whose result reuses (aliases) that input's donated
+    # buffer: the compiled step's in-place state updates (hlotrace.compiled.donation). Saved
+    # with the trace, so a tool lowering the file (``hlotrace explain``) aliases as the call did.
+    donate: dict[int, int] = field(default_factory=dict)
 
     def new_var(self, shape, dtype) -> int:
         var_id = len(self.vars)
@@ -130,6 +134,8 @@ class Trace:
             doc["scopes"] = [[i, name, n] for i, (name, n) in sorted(self.scopes.items())]
         if self.paths:
             doc["paths"] = [[i, path] for i, path in sorted(self.paths.items())]
+        if self.donate:  # an optional key: readers of version 2 without it ignore it
+            doc["donate"] = [[i, o] for i, o in sorted(self.donate.items())]
         return doc, arrays
 
     def save(self, path: str | os.PathLike) -> None:
@@ -169,6 +175,12 @@ class Trace:
         trace.backward = set(doc.get("backward", ()))
         trace.scopes = {int(i): (str(name), int(n)) for i, name, n in doc.get("scopes", ())}
         trace.paths = {int(i): str(path) for i, path in doc.get("paths", ())}
+        trace.donate = {int(i): int(o) for i, o in doc.get("donate", ())}
+        bad = {
+            i: o for i, o in trace.donate.items() if not (0 <= i < len(trace.inputs) and 0 <= o < len(trace.outputs))
+        }
+        if bad:
+            raise TraceError(f"trace {trace.name!r}: donated input -> output positions {bad} are out of range")
         trace.records.extend(_record_from_json(r, trace) for r in doc["records"])
         return trace
 
@@ -297,6 +309,11 @@ class Recorder:
     the function reads without having it as an input is bound as a *late input*: appended to
     ``trace.inputs`` and to ``late_inputs`` when first used (never captured as a constant),
     after ``on_late_input(tensor)`` is told (xla_trace saves its value there).
+
+    The modules, optimizers, GradManagers and Parameters a function closes over are not late
+    inputs: the call path finds them before recording (:func:`hlotrace.captures.closed_over`)
+    and binds their tensors as ordinary inputs, so a later call can tell a rebound closure
+    variable by the key. A Parameter from outside that is neither is refused here.
     """
 
     def __init__(self, name: str = "main", capture_as_const: bool = False, on_late_input=None, abstract=False):

@@ -13,7 +13,9 @@ Arguments may be nested tuples/lists/dicts of Tensors (NumPy arrays are accepted
 wrapped) plus hashable Python values; the signature (structure, shapes, dtypes, static
 values) selects the compiled executable, and a new signature records and compiles again.
 State (modules, optimizers, random generators' keys; see hlotrace.state) is read and written
-back in place on every call (hlotrace.compiled).
+back in place on every call (hlotrace.compiled), whether passed or closed over: before a call
+that misses the hot path, the holders and Parameters the function closes over are found
+again (hlotrace.captures.Closure) and join the arguments' holders, their identities in the key.
 """
 
 from __future__ import annotations
@@ -408,7 +410,9 @@ def xla_trace(
     Use bare (``@xla_trace``) or with options (``@xla_trace(capture_as_const=True)``).
 
     capture_as_const: tensors the function closes over are baked in as constants
-      (otherwise using one is an error that says where that tensor was created). A call
+      (otherwise using one is an error that says where that tensor was created, and the
+      modules, optimizers, GradManagers and Parameters it closes over are state, read and
+      written back on every call as if passed; see hlotrace.captures.closed_over). A call
       after a captured tensor changed (trained, reloaded) or a closed-over module switched
       train()/eval() warns once (StaleCaptureWarning); ``"refresh"`` re-records instead.
     platform: ``"cpu"`` or ``"cuda"``; default $HLOTRACE_PLATFORM, else CUDA if present.

@@ -390,3 +390,38 @@ def test_a_module_passed_as_an_argument_is_not_a_capture():
 def test_capture_as_const_takes_only_its_documented_values():
     with pytest.raises(TraceError, match="capture_as_const must be True, False or 'refresh'"):
         xla_trace(lambda x: x, capture_as_const="yes")
+
+
+def test_a_parameter_closed_over_beyond_the_walk_is_refused_naming_the_line():
+    """Closed-over state is found a few levels deep (hlotrace.captures.CLOSURE_DEPTH); a
+    Parameter reached deeper is a TraceError at the line that uses it, never a step whose
+    parameter silently does not train -- and the same model one level up trains."""
+
+    class Box:
+        def __init__(self, inner):
+            self.inner = inner
+
+    linear = nn.Linear(2, 1)
+    deep = Box(Box(Box(Box(linear))))
+    shallow = Box(linear)
+    x = ht.tensor(np.ones((1, 2), np.float32))
+
+    @xla_trace
+    def too_deep(x):
+        return deep.inner.inner.inner.inner(x)  # the line the error names
+
+    with pytest.raises(TraceError, match=r"test_silent_failures\.py:\d+.*reached another way"):
+        too_deep(x)
+
+    @xla_trace
+    def reachable(x):
+        out = shallow.inner(x)
+        weight = shallow.inner.weight
+        weight -= 0.5  # written back into the closed-over Parameter
+        return out
+
+    before = linear.weight.numpy().copy()
+    reachable(x)  # recorded (eagerly)
+    reachable(x)  # compiled
+    np.testing.assert_allclose(linear.weight.numpy(), before - 1.0, rtol=1e-6)
+    assert reachable.cache_size == 1

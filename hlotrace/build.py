@@ -181,10 +181,11 @@ def record_and_lower(
     # Many devices, else None: laid out as the inputs were when the call began (the
     # eager recording may have changed them since: a .grad cleared by the optimizer).
     spmd = placements is not None and _spmd.plan(trace, placements, io, num_results)
+    trace.donate = donation(trace, len(inputs), io, pair_by_aval=not spmd)  # saved with the trace
     lowered = lowering.lower_trace(
         trace,
         name=name,
-        donate=donation(trace, len(inputs), io, pair_by_aval=not spmd),
+        donate=trace.donate,
         spmd=spmd or None,
         platform=runtime.platform_name(platform),  # its platform-scoped rules win
     )

@@ -22,7 +22,9 @@ and its line reads 'prog.py:9 scan/body > prog.py:6' (line 6, in the body of the
 called at line 9), as 'hlotrace diff' writes it.
 
 Which numbers are XLA's: the totals (flops, bytes accessed: XLA's cost analysis of the
-whole executable) and the memory stats (temp, argument, output, alias bytes). Per
+whole executable), the memory stats (temp, argument, output, alias bytes) and the
+aliasing: which donated input buffers XLA writes which outputs into (a training step's
+in-place parameter and optimizer-state updates; a saved trace keeps them). Per
 instruction and per line, flops and bytes are estimates from the HLO's shapes (a dot is
 2*M*N*K, a reduce one op per input element, elementwise ops one per output element; bytes
 are the instruction's operands plus its result); an instruction that came from several
@@ -44,6 +46,8 @@ examples:
   hlotrace explain model.py:mlp --mesh 4x2:data,model -i 'f32[64,1000]@data' -i 'f32[1000,512]@None,model'"""
 
 _REC = re.compile(r"(?:^|/)rec(\d+):")
+# One entry of XLA's ``input_output_alias={ {out}: (param, {}, may-alias), ... }``.
+_ALIAS = re.compile(r"\{(\d*)\}: \((\d+), \{\}, (?:may|must)-alias\)")
 
 
 def add_parser(sub, formatter) -> None:
@@ -79,9 +83,11 @@ def explain(trace, pipeline: str, platform=None, executable=None) -> dict:
 
     exe = executable
     if exe is None:
-        lowered = passes.run(lower_trace(trace), pipeline)
+        # The step's in-place state updates, as it was compiled (a saved trace keeps them).
+        lowered = passes.run(lower_trace(trace, donate=trace.donate or None), pipeline)
         exe = runtime.compile(lowered.text(), lowered.in_avals, lowered.out_avals, platform=platform)
-    module = hlo_parse.parse(exe.hlo_text())
+    hlo_text = exe.hlo_text()
+    module = hlo_parse.parse(hlo_text)
     by_name = module.instruction_map()
     instructions, lines = [], {}
     for inst in module.computations.get(module.entry, []):
@@ -116,11 +122,27 @@ def explain(trace, pipeline: str, platform=None, executable=None) -> dict:
     return {
         "totals": totals,
         "memory": exe.memory_stats(),
+        "aliasing": aliasing(hlo_text, trace),
         "devices": len(getattr(exe, "devices", ())) or 1,
         "instructions": instructions,
         "lines": hottest,
         "collectives": [c.to_dict() for c in collectives(exe, trace)],
     }
+
+
+def aliasing(hlo_text: str, trace) -> list[dict]:
+    """The executable's input/output aliasing, read from XLA's module header: one
+    ``{"input", "output", "aval"}`` per donated input whose buffer an output is written into."""
+    header = hlo_text.split("\n", 1)[0]
+    start = header.find("input_output_alias={")
+    if start < 0:
+        return []
+    found = []
+    for output, param in _ALIAS.findall(header[start:]):
+        input_index = int(param)
+        aval = trace.aval(trace.inputs[input_index]) if input_index < len(trace.inputs) else None
+        found.append({"input": input_index, "output": int(output or 0), "aval": str(aval) if aval else None})
+    return sorted(found, key=lambda a: a["input"])
 
 
 def _record_index(name: str):
@@ -196,6 +218,8 @@ def format_report(report: dict, top: int) -> str:
         ]  # fmt: skip
     else:
         out = [f"XLA cost analysis (whole executable): {totals}", f"XLA memory stats: {memory}", ""]
+    pairs = [f"in{a['input']} -> out{a['output']}" for a in report.get("aliasing", ())]
+    out[-1:-1] = [f"aliasing (donated input -> the output written into its buffer): {', '.join(pairs) or 'none'}"]
     out.append(f"hottest source lines (estimated; top {top}):")
     out.append(f"  {'flops':>8} {'bytes':>8}  {'line':<28} ops")
     for entry in report["lines"][:top]:

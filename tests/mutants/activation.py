@@ -5,6 +5,7 @@ from hlotrace.testing.mutation import Mutant
 
 FILE = "hlotrace/lowering/rules/activation.py"
 OPS_FILE = "hlotrace/ops/activation/smooth.py"
+PIECEWISE = "hlotrace/ops/activation/piecewise.py"
 
 MUTANTS = [
     # -- rules -------------------------------------------------------------------------------
@@ -142,5 +143,97 @@ MUTANTS = [
         replace="return (F.where(F.greater(z, threshold), ct, ct * F.sigmoid(_up(x))),)",
         why="the gradient as sigmoid(x), ignoring beta",
         ops=("softplus",),
+    ),
+    # -- the piecewise activations (issue 36) --------------------------------------------------
+    Mutant(
+        id="relu6-upper-clamp-by-less-than",
+        file=FILE,
+        find="    return hlo.select(_greater(x, 6.0, wide, const), const(6.0), lower)",
+        replace='    return hlo.select(hlo.compare(lower, const(6.0), "LT", wide.dtype), lower, const(6.0))',
+        why="relu6's upper clamp written as 'keep x where x < 6, else 6': NaN (no compare holds) becomes 6",
+        ops=("relu6", "hsigmoid"),
+    ),
+    Mutant(
+        id="relu6-nan-to-zero",
+        file=FILE,
+        find="    lower = hlo.select(_greater(x, 0.0, wide, const), x, hlo.select(is_nan, x, const(0.0)))",
+        replace="    lower = hlo.select(_greater(x, 0.0, wide, const), x, const(0.0))",
+        why="relu6 as select(x > 0, x, 0): NaN gives 0 instead of propagating",
+        ops=("relu6", "hsigmoid"),
+    ),
+    Mutant(
+        id="hsigmoid-without-shift",
+        file=FILE,
+        find="    shifted = stablehlo.AddOp(x, const(3.0)).result\n",
+        replace="    shifted = x\n",
+        why="hsigmoid as relu6(x) / 6: the + 3 forgotten (0 on [-3, 0], 1 only from 6)",
+        ops=("hsigmoid",),
+    ),
+    Mutant(
+        id="hswish-bare-product",
+        file=FILE,
+        find="    value = hlo.select(below, const(0.0), middle)\n",
+        replace="    value = middle\n",
+        why="hswish as x * relu6(x + 3) / 6 without the x <= -3 branch: -inf * 0 is NaN, x < -3 gives -0.0",
+        ops=("hswish",),
+    ),
+    Mutant(
+        id="hswish-large-x-overflows",
+        file=FILE,
+        find='    value = hlo.select(hlo.compare(x, const(3.0), "GE", wide.dtype), x, value)\n',
+        replace="",
+        why="no x >= 3 branch: x * (x + 3) overflows for |x| above sqrt(max) and x * 6 / 6 rounds",
+        ops=("hswish",),
+    ),
+    Mutant(
+        id="prelu-weight-on-last-axis",
+        file=FILE,
+        find=(
+            "    slope = hlo.reshape(hlo.convert(weight, w_aval, wide.dtype), shape, wide.dtype)\n"
+            "    slope = hlo.broadcast_in_dim(slope, wide.shape, tuple(range(len(shape))))\n"
+        ),
+        replace="    slope = hlo.to_aval(weight, w_aval, wide)\n",
+        why="the per-channel weight broadcast NumPy-style against x's last dim (NHWC), not dim 1",
+        ops=("prelu",),
+    ),
+    Mutant(
+        id="prelu-slope-on-positive-side",
+        file=FILE,
+        find="    return _narrowed(ctx, hlo.select(positive, x, _mul(x, slope)), wide)",
+        replace="    return _narrowed(ctx, hlo.select(positive, _mul(x, slope), x), wide)",
+        why="prelu's select branches swapped: the slope scales x > 0",
+        ops=("prelu",),
+    ),
+    Mutant(
+        id="hswish-vjp-slope-sign",
+        file=PIECEWISE,
+        find="    slope = x / 3.0 + 0.5  # d/dx x (x + 3) / 6 on [-3, 3]",
+        replace="    slope = x / 3.0 - 0.5  # d/dx x (x + 3) / 6 on [-3, 3]",
+        why="d hswish(x) on [-3, 3] taken as x/3 - 1/2: a sign error in the constant",
+        ops=("hswish",),
+    ),
+    Mutant(
+        id="hsigmoid-vjp-without-sixth",
+        file=PIECEWISE,
+        find="    return (F.where(_between(x, -3.0, 3.0), ct / 6.0, F.zeros_like(ct)),)",
+        replace="    return (F.where(_between(x, -3.0, 3.0), ct, F.zeros_like(ct)),)",
+        why="d hsigmoid(x) taken as 1 on (-3, 3) (relu6's gradient, without the 1/6)",
+        ops=("hsigmoid",),
+    ),
+    Mutant(
+        id="prelu-vjp-weight-sign",
+        file=PIECEWISE,
+        find="    contributions = F.where(positive, F.zeros_like(ct), _up(ct) * _up(x))",
+        replace="    contributions = F.where(positive, F.zeros_like(ct), -(_up(ct) * _up(x)))",
+        why="the weight's cotangent of prelu with its sign flipped",
+        ops=("prelu",),
+    ),
+    Mutant(
+        id="relu6-vjp-open-at-zero-only",
+        file=PIECEWISE,
+        find="    return (F.where(_between(x, 0.0, 6.0), ct, F.zeros_like(ct)),)",
+        replace="    return (F.where(F.greater(x, 0.0), ct, F.zeros_like(ct)),)",
+        why="relu6's gradient taken as relu's: 1 above 6 too",
+        ops=("relu6",),
     ),
 ]

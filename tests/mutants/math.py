@@ -247,6 +247,70 @@ MUTANTS = [
         why="the -1 divisor replaced by 1 (to keep INT_MIN / -1 off the hardware) is not negated back",
         ops=("floor_divide",),
     ),
+    # -- inverse functions and logaddexp (issue 36) -------------------------------------------
+    Mutant(
+        id="acosh-wrong-branch",
+        file=RULES,
+        find='rule("acosh")(_float_unary(lambda x, aval: chlo.AcoshOp(x).result))',
+        replace=(
+            'rule("acosh")(_float_unary(lambda x, aval: stablehlo.LogOp(stablehlo.SubtractOp(x, stablehlo.SqrtOp('
+            "stablehlo.SubtractOp(stablehlo.MulOp(x, x).result, hlo.constant(1, aval.dtype, aval.shape)).result"
+            ").result).result).result))"
+        ),
+        why="acosh as log(x - sqrt(x² - 1)), the other root of cosh(y) = x: -acosh(x)",
+        ops=("acosh",),
+    ),
+    Mutant(
+        id="asin-wired-to-acos",
+        file=RULES,
+        find="chlo.AsinOp(x).result",
+        replace="chlo.AcosOp(x).result",
+        why="asin registered with the chlo op of the next line (acos)",
+        ops=("asin",),
+    ),
+    Mutant(
+        id="asinh-naive-log",
+        file=RULES,
+        find='rule("asinh")(_float_unary(lambda x, aval: chlo.AsinhOp(x).result))',
+        replace=(
+            'rule("asinh")(_float_unary(lambda x, aval: stablehlo.LogOp(stablehlo.AddOp(x, stablehlo.SqrtOp('
+            "stablehlo.AddOp(stablehlo.MulOp(x, x).result, hlo.constant(1, aval.dtype, aval.shape)).result"
+            ").result).result).result))"
+        ),
+        why="asinh as log(x + sqrt(x² + 1)): x² overflows for large |x| and the sum cancels for x << 0",
+        ops=("asinh",),
+    ),
+    Mutant(
+        id="atanh-as-log-ratio",
+        file=RULES,
+        find='rule("atanh")(_float_unary(lambda x, aval: chlo.AtanhOp(x).result))',
+        replace=(
+            'rule("atanh")(_float_unary(lambda x, aval: stablehlo.MulOp(hlo.constant(0.5, aval.dtype, aval.shape), '
+            "stablehlo.LogOp(stablehlo.DivOp(stablehlo.AddOp(hlo.constant(1, aval.dtype, aval.shape), x).result, "
+            "stablehlo.SubtractOp(hlo.constant(1, aval.dtype, aval.shape), x).result).result).result).result))"
+        ),
+        why="atanh as log((1 + x) / (1 - x)) / 2: 1 ± x rounds away the low bits of small x",
+        ops=("atanh",),
+    ),
+    Mutant(
+        id="logaddexp-without-max-shift",
+        file=BINARY,
+        find='    value = hlo.select(hlo.compare(a, b, "EQ", wide.dtype), tie, shifted)\n',
+        replace=(
+            "    value = stablehlo.LogOp(stablehlo.AddOp(stablehlo.ExpOp(a).result, stablehlo.ExpOp(b).result).result)"
+            ".result\n"
+        ),
+        why="logaddexp as log(exp(x) + exp(y)): overflows to inf from x = 89 (float32), -inf far below 0",
+        ops=("logaddexp",),
+    ),
+    Mutant(
+        id="logaddexp-equal-infinities-nan",
+        file=BINARY,
+        find='    value = hlo.select(hlo.compare(a, b, "EQ", wide.dtype), tie, shifted)\n',
+        replace="    value = shifted\n",
+        why="no tie case: logaddexp(-inf, -inf) takes -inf - -inf = NaN as the gap",
+        ops=("logaddexp",),
+    ),
     # -- VJPs (gradient column) ---------------------------------------------------------------------
     Mutant(
         id="log1p-vjp-as-log",
@@ -335,5 +399,37 @@ MUTANTS = [
         replace="return ct, F.multiply(ct, F.floor_divide(x, y))",
         why="d mod(x, y)/dy = -floor(x / y) loses its minus sign",
         ops=("mod",),
+    ),
+    Mutant(
+        id="acos-vjp-sign",
+        file=OPS,
+        find="(F.negative(F.multiply(ct, F.rsqrt(F.subtract(1.0, F.square(_as(x, out)))))),)",
+        replace="(F.multiply(ct, F.rsqrt(F.subtract(1.0, F.square(_as(x, out))))),)",
+        why="d acos(x) = -1 / sqrt(1 - x²) loses its minus sign (asin's VJP copied)",
+        ops=("acos",),
+    ),
+    Mutant(
+        id="atanh-vjp-as-arctan",
+        file=OPS,
+        find="(F.divide(ct, F.subtract(1.0, F.square(_as(x, out)))),)",
+        replace="(F.divide(ct, F.add(1.0, F.square(_as(x, out)))),)",
+        why="d atanh(x) taken as 1 / (1 + x²) (arctan's derivative)",
+        ops=("atanh",),
+    ),
+    Mutant(
+        id="acosh-vjp-uses-cosh",
+        file=OPS,
+        find="(F.divide(ct, F.sinh(out)),)",
+        replace="(F.divide(ct, F.cosh(out)),)",
+        why="d acosh(x) taken as 1 / cosh(acosh(x)) = 1 / x (asinh's VJP copied)",
+        ops=("acosh",),
+    ),
+    Mutant(
+        id="logaddexp-vjp-swapped",
+        file=OPS_BINARY,
+        find="return F.multiply(ct, F.sigmoid(F.subtract(x, y))), F.multiply(ct, F.sigmoid(F.subtract(y, x)))",
+        replace="return F.multiply(ct, F.sigmoid(F.subtract(y, x))), F.multiply(ct, F.sigmoid(F.subtract(x, y)))",
+        why="each operand of logaddexp given the other's weight sigmoid(y - x)",
+        ops=("logaddexp",),
     ),
 ]

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hlotrace import dtypes as dt
-from hlotrace.errors import OpError
+from hlotrace.errors import OpError, argument_error
 from hlotrace.namespace import F
 from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OpDef, ReverseModeRefused
 from hlotrace.recording import BACKWARD_DEPTH, TAPES, current_recorder
@@ -362,6 +362,9 @@ class GradManager:
     def attach(self, params, callbacks=None) -> GradManager:
         if isinstance(params, Tensor):
             params = [params]
+        if isinstance(params, str | dict) or not hasattr(params, "__iter__"):
+            wanted = "a Tensor or an iterable of Tensors (e.g. net.parameters())"
+            raise argument_error("GradManager.attach", "params", params, wanted)
         if callable(callbacks):
             callbacks = [callbacks]
         for p in params:

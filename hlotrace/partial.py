@@ -7,6 +7,7 @@ import functools
 
 from hlotrace import state
 from hlotrace.arguments import flatten, output_structure, wrap_arrays
+from hlotrace.errors import argument_error
 from hlotrace.recording import RECORDER, refusing_draws
 from hlotrace.source import user_location
 from hlotrace.traced import TracedFunction
@@ -141,6 +142,8 @@ def partial_trace(
     draw others than the forward did. ``passes``, ``first_call``, ``tiered_compile``: as for
     both executables of :func:`xla_trace`.
     """
+    if fn is not None and not callable(fn):
+        raise argument_error("partial_trace", "fn", fn, "a function or a module to compile (or options only)")
     options = {
         "platform": platform,
         "passes": passes,

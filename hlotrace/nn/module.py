@@ -21,13 +21,13 @@ is listed once, under the first name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from hlotrace import spmd_hooks
-from hlotrace.errors import HlotraceError, TraceError
+from hlotrace.errors import HlotraceError, TraceError, argument_error
 from hlotrace.recording import MODULE_PATH, current_recorder
 from hlotrace.tensor import Parameter, Tensor, tensor
 from hlotrace.versions import structure_changed
@@ -302,6 +302,9 @@ class Module:
 
         >>> model.load_state_dict(ht.load("model.npz"))
         """
+        if not isinstance(state_dict, Mapping):
+            wanted = "a dict of names to arrays (module.state_dict(), ht.load(path))"
+            raise argument_error(f"{type(self).__name__}.load_state_dict", "state_dict", state_dict, wanted)
         own = dict(self._persistent_state())
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]

@@ -208,6 +208,7 @@ class _InstanceNorm(Module):
         if track_running_stats:
             raise HlotraceError(f"{name}: track_running_stats=True is not supported (statistics are per example)")
         self.eps = _number(name, "eps", eps, 0.0)
+        _number(name, "momentum", momentum, 0.0, 1.0)  # unused (no running statistics), yet not nonsense
         self.affine = bool(affine)
         if self.affine:
             self.weight = Parameter(np.ones((self.num_features,), np.float32))

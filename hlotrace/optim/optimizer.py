@@ -7,7 +7,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace import spmd_hooks
-from hlotrace.errors import HlotraceError, TraceError
+from hlotrace.errors import HlotraceError, TraceError, argument_error
 from hlotrace.recording import current_recorder
 from hlotrace.tensor import Tensor
 from hlotrace.versions import GroupList, TrackedGroup, structure_changed
@@ -69,6 +69,9 @@ class Optimizer:
                 f"{type(self).__name__}: params must be an iterable of Tensors or of group dicts, "
                 f"got a single Tensor (wrap it in a list)"
             )
+        if isinstance(params, str | dict) or not hasattr(params, "__iter__"):
+            wanted = "an iterable of Tensors or of group dicts (e.g. net.parameters())"
+            raise argument_error(f"optim.{type(self).__name__}", "params", params, wanted)
         groups = list(params)
         if not groups:
             raise HlotraceError(f"{type(self).__name__}: got an empty parameter list")
@@ -115,7 +118,7 @@ class Optimizer:
                 value = float(value)
             except (TypeError, ValueError):
                 raise HlotraceError(
-                    f"{type(self).__name__}: {name} must be a number, got {type(value).__name__}"
+                    f"{type(self).__name__}: {name} must be a number, got {type(value).__name__} {value!r}"
                 ) from None
             if not np.isfinite(value) or value < 0:
                 raise HlotraceError(f"{type(self).__name__}: {name} must be finite and >= 0, got {value}")

@@ -233,7 +233,7 @@ SIZES = {
     "in_features", "out_features", "in_channels", "out_channels", "kernel_size", "stride", "dilation",
     "groups", "num_embeddings", "embedding_dim", "embed_dim", "num_heads", "num_features", "num_groups",
     "num_channels", "normalized_shape", "output_size", "upscale_factor", "downscale_factor", "d_model",
-    "nhead", "dim_feedforward", "num_layers", "n", "scale_factor",
+    "nhead", "dim_feedforward", "num_layers", "n", "scale_factor", "num_parameters",
 }  # fmt: skip
 MAY_BE_ZERO = {"padding", "output_padding"}
 BAD_SIZES = (-3, 0, "4", 2.5, True, None)

@@ -16,7 +16,7 @@ import inspect
 
 from hlotrace import recompiles, state
 from hlotrace.arguments import ArrayArgument, wrap_arrays
-from hlotrace.build import compile_recording, module_name, record_and_lower
+from hlotrace.build import compile_recording, record_and_lower
 from hlotrace.errors import TraceError
 from hlotrace.recording import RECORDER
 
@@ -108,6 +108,8 @@ class Lowered:
     @property
     def name(self) -> str:
         """The module's name, as XLA and its dumps see it (``jit_step``)."""
+        from hlotrace.lowering.builder import module_name  # (loads jaxlib: not at import time)
+
         return module_name(_function_name(self._traced))
 
     def as_text(self, *, passes: bool = False, debug_info: bool = False) -> str:
@@ -202,6 +204,8 @@ class Compiled:
         return self._entry(inputs)
 
     def __repr__(self) -> str:
+        from hlotrace.lowering.builder import module_name  # (loads jaxlib: not at import time)
+
         return f"<Compiled {module_name(_function_name(self._traced))}: {_signature_line(self._signature)}>"
 
 

@@ -11,7 +11,6 @@ runs, as it was before this module existed.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 
 from hlotrace import config
@@ -189,7 +188,6 @@ def record_and_lower(
         spmd=spmd or None,
         platform=runtime.platform_name(platform),  # its platform-scoped rules win
     )
-    _name_module(lowered, name)
     optimized = lowered
     if pipeline:
         dump = config.get(DUMP_ENV)
@@ -219,20 +217,6 @@ def record_and_lower(
         flat,
         None if abstract else result,
     )
-
-
-def module_name(name: str) -> str:
-    """The module name XLA sees for a function called ``name`` (``jit_step``): it names
-    the HloModule, hence ``XLA_FLAGS=--xla_dump_to``'s files (``module_0001.jit_step.*``)."""
-    return "jit_" + (re.sub(r"[^\w.-]", "_", name) or "traced")
-
-
-def _name_module(lowered, name: str) -> None:
-    from hlotrace.runtime.jaxlib_compat import ir
-
-    module = lowered.module
-    with module.context:
-        module.operation.attributes["sym_name"] = ir.StringAttr.get(module_name(name))
 
 
 def compile_recording(

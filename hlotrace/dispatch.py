@@ -55,11 +55,22 @@ def _inference_key(op, avals, attrs):
     if REGIONS_TAG in op.tags:  # closed sub-programs: a new object per application
         return None
     try:
-        key = (op, avals, tuple(sorted(attrs.items())))
+        key = (op, avals, tuple([(name, _attr_key(value)) for name, value in sorted(attrs.items())]))
         hash(key)
-    except TypeError:  # a list, an array: no key
+    except TypeError:  # an array, a dict: no key
         return None
     return key
+
+
+def _attr_key(value):
+    """``value`` as a key that tells apart what ``==`` does not: 1, 1.0 and True (another
+    dtype), 0.0 and -0.0 (another sign), NaN and NaN (equal here)."""
+    kind = type(value)
+    if kind is float or isinstance(value, np.floating):
+        return (kind, repr(value))
+    if kind is tuple or kind is list:
+        return (kind, tuple([_attr_key(v) for v in value]))
+    return (kind, value)
 
 
 def _op_error(op: OpDef, message: str, avals) -> OpError:

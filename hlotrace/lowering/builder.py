@@ -100,12 +100,20 @@ def lower_trace(
         return _lower(trace, name, donate, spmd)
 
 
+def module_name(name: str) -> str:
+    """The module name XLA sees for a function called ``name`` (``jit_step``): it names
+    the HloModule, hence ``XLA_FLAGS=--xla_dump_to``'s files (``module_0001.jit_step.*``).
+    Every lowered module is named so: a saved trace lowers to the text its function did."""
+    return "jit_" + (re.sub(r"[^\w.-]", "_", name) or "traced")
+
+
 def _lower(trace: Trace, name, donate, spmd) -> LoweredModule:
     ctx = shared_context()
     in_avals = [trace.aval(v) for v in trace.inputs]
     out_avals = [trace.aval(v) for v in trace.outputs]
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
+        module.operation.attributes["sym_name"] = ir.StringAttr.get(module_name(name or trace.name))
         with ir.InsertionPoint(module.body):
             if spmd is not None:
                 spmd.declare_mesh(module)

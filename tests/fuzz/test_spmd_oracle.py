@@ -134,7 +134,7 @@ def test_fuzz_devices_finds_saves_and_exits_1_on_the_planted_bug(rotated_shards,
         (["--devices", "1"], None, "--devices must be at least 2"),
         (["--devices", "500"], None, "at most 64"),
         (["--devices", "4"], "2", "HLOTRACE_CPU_DEVICES=2 gives the CPU only 2 device(s)"),
-        (["--devices", "4"], "many", "expected a number of CPU devices"),
+        (["--devices", "4"], "many", "expected an integer >= 1 (the number of CPU devices)"),
     ],
 )
 def test_bad_devices_are_one_clear_error(argv, env, message, cpu_devices_env, monkeypatch, capsys):

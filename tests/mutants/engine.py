@@ -14,7 +14,7 @@ MUTANTS = [
     Mutant(
         id="key-forgets-attributes",
         file=DISPATCH,
-        find="        key = (op, avals, tuple(sorted(attrs.items())))\n",
+        find="        key = (op, avals, tuple([(name, _attr_key(value)) for name, value in sorted(attrs.items())]))\n",
         replace="        key = (op, avals)\n",
         why="sum(x, axis=1) reuses the inference and the executable of sum(x, axis=0)",
     ),
@@ -40,3 +40,12 @@ MUTANTS = [
         why="x += 1 on the device engine leaves x holding its old device buffer",
     ),
 ]
+MUTANTS.append(
+    Mutant(
+        id="attribute-key-by-equality",
+        file=DISPATCH,
+        find="    kind = type(value)\n    if kind is float or isinstance(value, np.floating):\n",
+        replace="    return value\n    kind = type(value)\n    if kind is float or isinstance(value, np.floating):\n",
+        why="full(shape, 1) reuses what full(shape, 1.0) inferred (float32), linspace(-0.0, ...) gives +0.0",
+    )
+)

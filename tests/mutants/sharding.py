@@ -44,10 +44,8 @@ MUTANTS = [
     Mutant(
         id="shard-module-last-pattern-wins",
         file=PLACEMENT,
-        find="        spec = next((s for pattern, s in plan.items() if fnmatch.fnmatchcase(name, pattern)), None)\n",
-        replace=(
-            "        spec = next((s for pattern, s in reversed(plan.items()) if fnmatch.fnmatchcase(name, pattern)), None)\n"
-        ),
+        find="        pattern = next((p for p in plan if fnmatch.fnmatchcase(name, p)), None)\n",
+        replace="        pattern = next((p for p in reversed(plan) if fnmatch.fnmatchcase(name, p)), None)\n",
         why="shard_module lets the last matching pattern win instead of the first",
     ),
     Mutant(

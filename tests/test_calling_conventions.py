@@ -21,7 +21,7 @@ import pytest
 
 import hlotrace as ht
 from hlotrace import F, nn, optim
-from hlotrace.autodiff import GradManager
+from hlotrace.autodiff import GradManager, value_and_grad
 from hlotrace.errors import TraceError
 from hlotrace.jit import partial_trace, xla_trace
 from hlotrace.partial import PartialTracedFunction
@@ -165,19 +165,17 @@ def closure(w, loss_of):
     return step, lambda f, x: f(x)
 
 
-def _like(loss_of, fn):
-    """``fn`` compiled as ``loss_of`` is (partial_trace in the partial mode, else as is)."""
+def _like(loss_of, fn):  # fn compiled as loss_of is: partial_trace'd in the partial mode
     return partial_trace(fn) if isinstance(loss_of, PartialTracedFunction) else fn
 
 
 def closure_locals(w, loss_of):
-    # The issue's target: net, opt and gm are closure variables, the step takes the batch
-    # only, and so does the forward (in the partial mode a partial_trace closing over net).
+    # The issue's target: net, opt, gm closed over; the step and the forward take the batch only.
     net, opt, gm = w.net, w.opt, w.gm
     model = _like(loss_of, lambda x: forward(x, net))
 
     def step(x):
-        return _backward_and_step(gm, [opt], lambda x: model(x), x)
+        return _backward_and_step(gm, [opt], model, x)
 
     return step, lambda f, x: f(x)
 
@@ -192,12 +190,16 @@ def closure_optimizer(w, loss_of):
 
 
 def closure_parameters(w, loss_of):
-    # Loose Parameters in a closed-over list (a functional model), gm and opt closed over too.
-    params, gm, opts = w.params, w.gm, w.opts
+    # Loose Parameters only (a functional model, SGD written out): no module, GradManager or
+    # optimizer leads to them, and the forward (partial_trace'd in "partial") closes over them.
+    params = w.params
     model = _like(loss_of, lambda x: forward(x, params))
 
     def step(x):
-        return _backward_and_step(gm, opts, lambda x: model(x), x)
+        loss, grads = value_and_grad(lambda *_: model(x), argnums=(0, 1, 2, 3))(*params)
+        for p, g in zip(params, grads, strict=True):
+            p -= 0.1 * g
+        return loss
 
     return step, lambda f, x: f(x)
 

@@ -70,8 +70,8 @@ def test_a_step_on_a_mesh_matches_eager(devices, convention, layout):
         assert p.sharding is not None and p.sharding.mesh == mesh and p.sharding.spec == want, (name, p.sharding)
     # The optimizer state takes its parameters' placement where it enters a compiled step; with
     # partial_trace the optimizer runs eagerly (NumPy, on the host) and its state stays there.
-    # Under opt-inside, world.opts is never stepped.
-    stepped_compiled = convention != "opt-inside" and not layout.endswith("partial")
+    # Under opt-inside and closure-params (SGD written out), world.opts is never stepped.
+    stepped_compiled = convention not in ("opt-inside", "closure-params") and not layout.endswith("partial")
     for opt in world.opts if stepped_compiled else ():
         for entries in opt.state.values():
             for key in ("exp_avg", "exp_avg_sq"):

@@ -2,7 +2,10 @@
 
 hlotrace/state.py (distinct inputs, snapshots), hlotrace/compiled.py (write-back, donation),
 hlotrace/traced.py (the cache key, the restore on failure), hlotrace/build.py (the restore after a shape-only recording) and the optimizer's state created
-inside a recording. Killed by tests/test_calling_conventions.py, tests/test_fault_paths.py
+inside a recording; hlotrace/captures.py and hlotrace/trace.py for the state a step closes
+over (issue 36: the closure-* rows and the rebound-closure test of
+tests/test_calling_conventions.py, the walk's limit in tests/test_silent_failures.py).
+Killed by tests/test_calling_conventions.py, tests/test_fault_paths.py
 and tests/test_train_step.py; run with ``make mutation ARGS="--only state --columns suite"``.
 """
 
@@ -16,6 +19,8 @@ OPTIMIZER = "hlotrace/optim/optimizer.py"
 TENSOR = "hlotrace/tensor.py"
 MODULE = "hlotrace/nn/module.py"
 VERSIONS = "hlotrace/versions.py"
+CAPTURES = "hlotrace/captures.py"
+TRACE = "hlotrace/trace.py"
 
 MUTANTS = [
     Mutant(
@@ -138,5 +143,48 @@ MUTANTS = [
         replace="    for i in sorted(donate, reverse=True):\n",
         why="outputs take the last donated buffers of their aval first: the loss reuses the last step count's "
         "buffer (same results; with the loss there XLA:CPU ran bench_train's step 1.1x slower)",
+    ),
+    Mutant(
+        id="closed-parameters-dropped",
+        file=CAPTURES,
+        find="            holders.append(self._loose[1])\n",
+        replace="",
+        why="loose Parameters a step closes over are found but never become its state: a functional model "
+        "(no module, optimizer or GradManager leading to them) is refused instead of training",
+    ),
+    Mutant(
+        id="outside-parameter-baked-in",
+        file=TRACE,
+        find="        if self.capture_as_const:\n",
+        replace='        if self.capture_as_const or type(tensor).__name__ == "Parameter":\n',
+        why="a Parameter reached beyond the closure walk is captured as a constant instead of refused: "
+        "read on every call, never written back, the step silently does not train it",
+    ),
+    Mutant(
+        id="closure-walked-once",
+        file=CAPTURES,
+        find="        holders, parameters = closed_over(self.fn)\n",
+        replace="        self.__dict__.setdefault('first', closed_over(self.fn))\n        holders, parameters = "
+        "list(self.first[0]), self.first[1]\n",
+        why="what a function closes over is remembered from its first call: after `w = World()` again the "
+        "step keeps training the old model and never touches the new one",
+    ),
+    Mutant(
+        id="closure-identity-not-in-key",
+        file=JIT,
+        find="                key.append(tuple(map(id, closed)))\n",
+        replace="",
+        why="the key misses which objects a step closes over: a rebound closure variable of the same "
+        "structure runs the old model's entry (on the new tensors: no recompile, which the README promises)",
+    ),
+    Mutant(
+        id="closure-state-memoized-by-identity",
+        file=JIT,
+        find="            held = state.holder_state(self._holders, holders)\n",
+        replace="            held = (self._closure is not None and holders == closed and self._holders.get("
+        "tuple(map(id, holders)))) or state.holder_state(self._holders, holders)\n",
+        why="a step reaching all its state by closure reuses the state derived on an earlier call by the "
+        "holders' identities alone: a new lr in a closed-over optimizer's param_groups never reaches "
+        "its hyper tensor",
     ),
 ]

@@ -150,6 +150,13 @@ def _describe(t, names) -> str:
 # through hlotrace's own objects) is a TraceError naming the line, never a step that silently
 # does not train. With ``capture_as_const`` (True or "refresh") nothing is walked: closed-over
 # Parameters and modules are baked in as constants, as before (MegEngine's semantics).
+# Why not late inputs, as the random key is (bound when the recording first reads it): an
+# entry would then remember the tensors it read, and nothing would tell a later call that
+# the closure now leads elsewhere. Found before the call, they are re-derived every call like
+# the arguments' state (an entry holds no tensor), and the walk costs ~1.5 us for a step over
+# net/opt/gm (the 16-layer AdamW step of benchmarks/overhead_state.py closed over: 1.00-1.01x passed).
+# What the walk finds but the step does not use is an unused input (an optimizer found that
+# way gets its zero state created, as passing it would).
 
 CLOSURE_DEPTH = 3  # objects this many steps below a closure cell or global are still walked
 CLOSURE_ITEMS = 64  # longer lists/tuples/dicts (and bigger objects) are not walked into
@@ -267,7 +274,10 @@ def _inside(obj, kind):
     if kind is types.FunctionType or kind is types.MethodType or kind is functools.partial:
         return _roots(obj)
     if _foreign(kind):
-        wrapped = getattr(obj, "__wrapped__", None)  # xla_trace / partial_trace of a user function
+        try:  # xla_trace / partial_trace of a user function
+            wrapped = getattr(obj, "__wrapped__", None)
+        except Exception:  # a library object's __getattr__ may raise anything: not walked
+            return ()
         return (wrapped,) if wrapped is not None else ()
     attributes = getattr(obj, "__dict__", None)
     if type(attributes) is not dict or len(attributes) > CLOSURE_ITEMS:

@@ -296,12 +296,12 @@ CONVENTIONS = {
     "tied-weights-list": ({"tied": True}, in_list),
     "two-optimizers": ({"two_opts": True}, two_optimizers),
     "opt-subset": ({"opt_params": lambda net: list(net.fc1.parameters())}, optimizer_over_subset),
+    "closure-opt-subset": ({"opt_params": lambda net: list(net.fc1.parameters())}, closure),
     "param-groups": ({"groups": True}, holders),
 }
 
-# (convention, mode) pairs that cannot compile the same way: a TraceError, never a
-# silent difference. None today: the closure conventions were refused under "xla" until
-# closed-over holders became inputs (hlotrace.captures.closed_over, issue 36).
+# (convention, mode) pairs that cannot compile the same way: a TraceError, never a silent
+# difference. None today (closures were refused under "xla" before issue 36).
 REFUSED: set = set()
 
 
@@ -340,14 +340,14 @@ def test_step_matches_eager(convention, mode, opt_name):
     world, losses, step = _run(convention, mode, make_opt)
     if mode == "xla":
         # opt-subset: fc2's .grad is unset on the first call, set on the later ones (another
-        # input signature, compiled once); every other convention compiles once.
-        assert step.cache_size == (2 if convention == "opt-subset" else 1), "a call recompiled"
+        # input signature, closed over or not, compiled once); every other compiles once.
+        assert step.cache_size == (2 if convention.endswith("opt-subset") else 1), "a call recompiled"
     actual = world.values()
     assert_same_values(actual, eager.values(), f"{convention}/{mode}/{opt_name}")
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
     # The step trained: every parameter an optimizer holds moved away from its initial value.
     initial = World(make_opt, **CONVENTIONS[convention][0]).values()
-    stepped = NAMES[:2] if convention == "opt-subset" else NAMES
+    stepped = NAMES[:2] if convention.endswith("opt-subset") else NAMES
     assert all(not np.array_equal(actual[n], initial[n]) for n in stepped), "a parameter never changed"
 
 

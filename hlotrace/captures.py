@@ -195,6 +195,15 @@ class Closure:
             holders.append(self._loose[1])
         return holders
 
+    def describe(self) -> dict[str, str]:
+        """``{path: description}`` of the holders closed over now, for the recompile
+        explanations and ``describe_entries()`` (``closed over[1]: MLP at 0x7f.., training``)."""
+        out = {}
+        for k, holder in enumerate(self.holders()):
+            mode = {True: ", training", False: ", eval"}.get(getattr(holder, "training", None), "")
+            out[f"closed over[{k}]"] = f"{type(holder).__name__} at {id(holder):#x}{mode}"
+        return out
+
 
 def closed_over(fn) -> tuple[list, list]:
     """``(holders, parameters)`` ``fn`` reaches through its closure and the globals it names

@@ -172,6 +172,8 @@ class TracedFunction:
                 self._remember_fast(raw, args, entry)
             return result
         signature = recompiles.describe(pipeline, args, kwargs, held, slots)
+        if self._closure is not None:  # which objects it closes over (a rebinding shows)
+            signature.update(self._closure.describe())
         if self._signatures and recompiles.enabled(self.explain_recompiles):
             recompiles.explain(getattr(self.fn, "__name__", "traced"), user_location(2), signature, self._signatures)
         snapshot = state.Snapshot(inputs)
@@ -223,8 +225,7 @@ class TracedFunction:
         # The holders' state is cached between calls (O(1) unless something structural
         # changed, see hlotrace.versions).
         if self._closure is not None:
-            # Holders and Parameters the function closes over join the arguments' holders
-            # (hlotrace.captures.closed_over); which objects they are is part of the key.
+            # What the function closes over joins the arguments' holders, its identity the key.
             closed = self._closure.holders()
             if closed:
                 holders.extend(closed)

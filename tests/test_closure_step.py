@@ -84,3 +84,21 @@ def test_the_closure_style_trains_as_the_argument_style(mode):
         np.testing.assert_array_equal(closure_state[name], value, err_msg=name)
     assert closure_cache == arg_cache == 1  # the lr change recompiled neither
     assert not np.array_equal(closure_state["fc1.weight"], _model()[0].fc1.weight.numpy())  # it trained
+
+
+def test_a_recompile_explanation_names_the_rebound_closure(caplog):
+    net = _model()[0]
+
+    @xla_trace(explain_recompiles=True)
+    def predict(x):
+        return net(x)
+
+    x = ht.tensor(np.ones((2, 64), np.float32))
+    predict(x)
+    first = predict.describe_entries()
+    assert "closed over[0]: MLP at" in first and "training" in first
+    net = MLP()  # rebinding the closure variable: another entry, and the log says why
+    with caplog.at_level("WARNING", logger="hlotrace"):
+        predict(x)
+    assert predict.cache_size == 2
+    assert "closed over[0]: MLP at" in caplog.text and " -> MLP at" in caplog.text

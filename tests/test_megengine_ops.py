@@ -79,7 +79,9 @@ def test_inverse_functions_and_logaddexp_at_their_special_values():
     a = np.array([-INF, INF, INF, 1000.0, -1e30, NAN], np.float32)
     b = np.array([-INF, INF, -INF, 1000.0, -1e30 + 1e24, 0.0], np.float32)
     eager, compiled = _eager_and_compiled(F.logaddexp, a, b)
-    _same(eager, np.logaddexp(a, b))
+    with np.errstate(invalid="ignore"):  # NumPy warns on the NaN operand
+        expected = np.logaddexp(a, b)
+    _same(eager, expected)
     _same(compiled, eager)
     assert np.isfinite(eager[3]) and eager[3] == np.float32(1000.0 + np.log(2.0))
 

@@ -107,7 +107,9 @@ def _hswish_vjp(ct, out, x):
     slope = x / 3.0 + 0.5  # d/dx x (x + 3) / 6 on [-3, 3]
     inner = F.where(F.less_equal(x, 3.0), slope, F.ones_like(slope))
     inner = F.where(F.less(x, -3.0), F.zeros_like(slope), inner)
-    return (ct * F.astype(inner, ct.dtype) if inner.dtype != ct.dtype else ct * inner,)
+    if inner.dtype != ct.dtype:
+        inner = F.astype(inner, ct.dtype)
+    return (ct * inner,)
 
 
 HSWISH = register_op(

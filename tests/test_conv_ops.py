@@ -347,7 +347,7 @@ def test_conv2d_module_shapes_forward_and_repr():
     assert conv(x).shape == (2, 6, 3, 3)
     assert "Conv2d(4, 6, kernel_size=(3, 1), stride=(2, 2), padding=(1, 0), groups=2)" in repr(conv)
     assert nn.Conv2d(1, 1, 1, bias=False).bias is None
-    with pytest.raises(HlotraceError, match="nn.Conv2d: groups=2: expected a divisor of in_channels=3"):
+    with pytest.raises(HlotraceError, match=r"nn.Conv2d: groups=2: expected a divisor of in_channels=3"):
         nn.Conv2d(3, 4, 1, groups=2)
 
 

@@ -107,7 +107,7 @@ def test_upsample_nearest_by_factor_and_size():
     np.testing.assert_array_equal(
         nn.Upsample(scale_factor=2)(ht.tensor(x[:, :, 0])).numpy(), np.repeat(x[:, :, 0], 2, -1)
     )
-    with pytest.raises(HlotraceError, match="nn.Upsample: mode='bilinear': expected 'nearest'"):
+    with pytest.raises(HlotraceError, match=r"nn.Upsample: mode='bilinear': expected 'nearest'"):
         nn.Upsample(scale_factor=2, mode="bilinear")
     with pytest.raises(HlotraceError, match="must be a multiple"):
         nn.Upsample(size=(5, 8))(ht.tensor(x))

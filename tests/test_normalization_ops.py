@@ -242,7 +242,7 @@ def test_norm_modules_have_pytorch_parameters():
     x = _t(np.random.default_rng(2).standard_normal((2, 4, 3)))
     np.testing.assert_allclose(gn(x).numpy(), F.group_norm(x, 2).numpy())
     np.testing.assert_allclose(nn.LayerNorm(3)(x).numpy(), F.layer_norm(x, 3).numpy())
-    with pytest.raises(HlotraceError, match="nn.GroupNorm: num_groups=3: expected a divisor of num_channels=4"):
+    with pytest.raises(HlotraceError, match=r"nn.GroupNorm: num_groups=3: expected a divisor of num_channels=4"):
         nn.GroupNorm(3, 4)
 
 

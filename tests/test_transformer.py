@@ -128,7 +128,7 @@ def test_pytorch_keys_and_independent_copies():
     assert "layers.1.multihead_attn.out_proj.weight" in decoder.state_dict()
     assert "layers.0.norm3.bias" in decoder.state_dict()
     with pytest.raises(
-        HlotraceError, match="nn.TransformerEncoderLayer: activation='swish': expected 'relu', 'gelu' or a callable"
+        HlotraceError, match=r"nn.TransformerEncoderLayer: activation='swish': expected 'relu', 'gelu' or a callable"
     ):
         nn.TransformerEncoderLayer(8, 2, activation="swish")
 

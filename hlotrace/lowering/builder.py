@@ -86,7 +86,9 @@ def lower_trace(
     """Lower ``trace`` to a verified StableHLO module.
 
     ``donate`` maps input positions to the output positions that reuse their buffers
-    (in-place state updates): PJRT then deletes the donated input after the call.
+    (in-place state updates): PJRT then deletes the donated input after the call. None:
+    the trace's own map (``Trace.donate``, kept in trace files), so a saved step lowers, in
+    every tool, with the aliasing its function had.
     ``platform``: the platform the module will run on; its platform-scoped rules
     (``@rule(op, platform=...)``) win over the default ones (None: the default rules).
     ``spmd`` (hlotrace.distributed.compile.Plan, for many devices): the module gets its
@@ -96,6 +98,8 @@ def lower_trace(
     >>> lowered = lower_trace(fn.trace)
     >>> print(lowered.text())
     """
+    if donate is None:
+        donate = trace.donate or None
     with lowering_for(platform):
         return _lower(trace, name, donate, spmd)
 

@@ -92,3 +92,16 @@ def test_a_donation_out_of_range_is_one_line_naming_it(trained_step, tmp_path, c
     assert main(["explain", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "999" in err and "out of range" in err, err
+
+
+def test_every_tool_lowers_a_saved_step_with_its_aliasing(trained_step, tmp_path, capsys):
+    """lower_trace without ``donate=`` takes the trace's own map: show/stages/export/graph of
+    a saved step alias as the live step does (they passed no map before)."""
+    step = trained_step
+    live = _aliased_args(step.stablehlo_text)
+    assert live  # the step donates its state
+    path = tmp_path / "step.trace.json"
+    step.trace.save(path)
+    assert _aliased_args(lower_trace(Trace.load(path)).text()) == live
+    assert main(["show", str(path), "--lower", "--no-locations"]) == 0
+    assert _aliased_args(capsys.readouterr().out) == live

@@ -32,6 +32,17 @@ def _channels(owner: str, in_channels, out_channels, groups) -> tuple[int, int, 
     return in_channels, out_channels, groups
 
 
+def _add_parameters(module: Module, shape, bias: bool, dtype) -> None:
+    """A convolution's ``weight`` of ``shape`` and (``bias``) its ``out_channels`` bias, drawn
+    by the module's ``reset_parameters``."""
+    module.weight = Parameter(np.zeros(shape, np.float32), dtype=dtype)
+    if bias:
+        module.bias = Parameter(np.zeros((module.out_channels,), np.float32), dtype=dtype)
+    else:
+        module.register_parameter("bias", None)
+    module.reset_parameters()
+
+
 def _reset(weight: Parameter, bias: Parameter | None) -> None:
     """PyTorch's conv ``reset_parameters``: ``kaiming_uniform_(a=sqrt(5))`` on the weight, the
     bias from U(-k, k) with k = 1/sqrt(fan_in), fan_in from the weight's dims 1, 2, ..."""
@@ -75,12 +86,7 @@ class Conv2d(Module):
         self.padding = int_tuple(owner, "padding", padding, 2, minimum=0)
         self.dilation = int_tuple(owner, "dilation", dilation, 2)
         shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
-        self.weight = Parameter(np.zeros(shape, np.float32), dtype=dtype)
-        if bias:
-            self.bias = Parameter(np.zeros((self.out_channels,), np.float32), dtype=dtype)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _add_parameters(self, shape, bias, dtype)
 
     def reset_parameters(self) -> None:
         """Draw fresh initial values (in place), as PyTorch's ``Conv2d.reset_parameters``."""
@@ -136,12 +142,7 @@ class Conv1d(Module):
         (self.padding,) = int_tuple(owner, "padding", padding, 1, minimum=0)
         (self.dilation,) = int_tuple(owner, "dilation", dilation, 1)
         shape = (self.out_channels, self.in_channels // self.groups, self.kernel_size)
-        self.weight = Parameter(np.zeros(shape, np.float32), dtype=dtype)
-        if bias:
-            self.bias = Parameter(np.zeros((self.out_channels,), np.float32), dtype=dtype)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _add_parameters(self, shape, bias, dtype)
 
     def reset_parameters(self) -> None:
         """Draw fresh initial values (in place), as PyTorch's ``Conv1d.reset_parameters``."""
@@ -198,12 +199,7 @@ class ConvTranspose2d(Module):
         self.output_padding = int_tuple(owner, "output_padding", output_padding, 2, minimum=0)
         self.dilation = int_tuple(owner, "dilation", dilation, 2)
         shape = (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
-        self.weight = Parameter(np.zeros(shape, np.float32), dtype=dtype)
-        if bias:
-            self.bias = Parameter(np.zeros((self.out_channels,), np.float32), dtype=dtype)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _add_parameters(self, shape, bias, dtype)
 
     def reset_parameters(self) -> None:
         """Draw fresh initial values (in place), as PyTorch's ``ConvTranspose2d.reset_parameters``."""

@@ -85,7 +85,7 @@ class TracedFunction:
         # the function bakes what it closes over in (capture_as_const).
         self._closure = Closure(fn) if self.capture_as_const is False else None
         self._guard: CaptureGuard | None = None  # what the entries baked in (hlotrace.captures)
-        self.platform = platform
+        self.platform = check_platform("xla_trace", platform)
         if passes is not None:
             from hlotrace.passes.manager import parse_pipeline
 
@@ -386,6 +386,63 @@ class TracedFunction:
         return "\n".join(lines) or f"{getattr(self.fn, '__name__', 'function')}: no compiled signature yet"
 
 
+# Modules and entry points through which jax finds a CUDA PJRT plugin (jax[cuda12] and later).
+_CUDA_PLUGIN_MODULES = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_plugins.xla_cuda12", "jax_plugins.xla_cuda13")
+
+
+def cuda_plugin_installed() -> bool:
+    """Whether the installed jax/jaxlib can provide the CUDA platform at all (its PJRT plugin
+    package is installed), found without loading jaxlib or a GPU driver."""
+    import importlib.util
+    from importlib.metadata import entry_points
+
+    from hlotrace.runtime.client import CLIENTS
+
+    if "cuda" in CLIENTS:
+        return True
+    for name in _CUDA_PLUGIN_MODULES:
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return True
+        except (ImportError, ValueError):
+            continue
+    return any("cuda" in entry.name for entry in entry_points(group="jax_plugins"))
+
+
+def check_platform(api: str, platform):
+    """``platform`` when this installation can compile for it: None (the default), ``"cpu"``,
+    ``"cuda"``/``"gpu"`` when a CUDA PJRT plugin is installed, or a PJRT plugin registered
+    (``hlotrace.runtime.register_plugin`` or $HLOTRACE_PJRT_PLUGIN) before decorating; else
+    the ArgumentError naming it, at decoration rather than at the first call."""
+    if platform is None or platform == "cpu":
+        return platform
+    expected = "'cpu', 'cuda' (or 'gpu') or the name of a registered PJRT plugin"
+    if not isinstance(platform, str):
+        raise argument_error(api, "platform", platform, expected)
+    if platform in ("cuda", "gpu"):
+        if cuda_plugin_installed():
+            return platform
+        raise argument_error(
+            api,
+            "platform",
+            platform,
+            f"{expected}; this jax/jaxlib has no CUDA PJRT plugin (pip install 'jax[cuda12]'), only 'cpu'",
+        )
+    import hlotrace.runtime.plugins as plugins
+
+    if plugins.plugin_path(platform) is not None:
+        return platform
+    why = "no PJRT plugin of that name is registered"
+    if platform.lower() in ("tpu", "rocm", "metal", "neuron"):
+        why = f"the installed jaxlib cannot provide {platform!r} (hlotrace runs on 'cpu' and 'cuda'); {why}"
+    raise argument_error(
+        api,
+        "platform",
+        platform,
+        f"{expected} (hlotrace.runtime.register_plugin(name, path) or $HLOTRACE_PJRT_PLUGIN first); {why}",
+    )
+
+
 def _pipeline_named(raw) -> str:
     """The pipeline a raw $HLOTRACE_PASSES value names (the default when unset)."""
     if raw is None:
@@ -417,6 +474,8 @@ def xla_trace(
       after a captured tensor changed (trained, reloaded) or a closed-over module switched
       train()/eval() warns once (StaleCaptureWarning); ``"refresh"`` re-records instead.
     platform: ``"cpu"`` or ``"cuda"``; default $HLOTRACE_PLATFORM, else CUDA if present.
+      A name this installation cannot compile for (``"tpu"``, ``"cuda"`` without a CUDA
+      PJRT plugin, an unregistered plugin's name) is an ArgumentError here, at decoration.
     passes: the pass pipeline run over the lowered module before compiling, e.g.
       ``"simplify,fuse-reductions,cse,remat{policy=sqrt}"`` (``""`` runs none); default
       $HLOTRACE_PASSES, else ``hlotrace.passes.DEFAULT_PIPELINE``. ``hlotrace passes``
@@ -437,6 +496,7 @@ def xla_trace(
     """
     if fn is not None and not callable(fn):
         raise argument_error("xla_trace", "fn", fn, "a function or a module to compile (or options only)")
+    check_platform("xla_trace", platform)  # at decoration, also for @xla_trace(platform=...)
     options = {
         "capture_as_const": capture_as_const,
         "platform": platform,

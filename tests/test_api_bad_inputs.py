@@ -73,7 +73,13 @@ TRACING = [
     Case("first_call", lambda tmp: xla_trace(_identity, first_call="bogus"), ("'bogus'", "'eager' or 'compiled'")),
     Case("capture_as_const", lambda tmp: xla_trace(_identity, capture_as_const="yes"), ("'yes'",)),
     Case("passes", lambda tmp: xla_trace(_identity, passes="nope"), ("'nope'", "unknown pass")),
-    Case("platform", lambda tmp: xla_trace(_identity, platform="tpu")(_x()), ("'tpu'", "'cpu', 'cuda'")),
+    # An unknown or unavailable platform fails at decoration (not at the first call), in
+    # every spelling of the decorator.
+    Case("platform tpu", lambda tmp: xla_trace(_identity, platform="tpu"), ("platform='tpu'", "'cpu', 'cuda'")),
+    Case("@xla_trace(platform=tpu)", lambda tmp: xla_trace(platform="tpu"), ("'tpu'", "cannot provide")),
+    Case("platform unknown", lambda tmp: xla_trace(_identity, platform="nope"), ("'nope'", "register_plugin")),
+    Case("platform 5", lambda tmp: xla_trace(_identity, platform=5), ("platform=5", "'cpu', 'cuda'")),
+    Case("partial_trace tpu", lambda tmp: partial_trace(_identity, platform="tpu"), ("'tpu'", "'cpu', 'cuda'")),
 ]
 
 MESHES = [
@@ -180,6 +186,19 @@ def test_the_decisions_for_strings_where_objects_go():
     assert dist.shard(_x(4), mesh, "data").sharding == dist.NamedSharding(mesh, dist.P("data"))
     assert dist.NamedSharding(mesh, "data") == dist.NamedSharding(mesh, dist.P("data"))
     np.testing.assert_array_equal(apply("add", _x(), 1.0).numpy(), [2.0, 2.0])
+
+
+def test_an_unavailable_platform_fails_at_decoration_only_when_it_is_unavailable(monkeypatch):
+    """'cuda' is refused at decoration exactly when no CUDA PJRT plugin is installed; 'cpu'
+    and None always decorate (nothing is compiled or loaded yet)."""
+    from hlotrace import traced
+
+    assert xla_trace(_identity, platform="cpu").platform == "cpu"
+    assert xla_trace(_identity).platform is None
+    monkeypatch.setattr(traced, "cuda_plugin_installed", lambda: False)
+    _assert_one_clear_error(lambda tmp: xla_trace(_identity, platform="cuda"), ("'cuda'", "no CUDA PJRT plugin"), None)
+    monkeypatch.setattr(traced, "cuda_plugin_installed", lambda: True)
+    assert xla_trace(_identity, platform="cuda").platform == "cuda"  # decorates; the call would load it
 
 
 # -- the launcher: a usage error, exit status 2, before any process starts -----------------------

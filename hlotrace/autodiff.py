@@ -44,7 +44,7 @@ from hlotrace.namespace import F
 from hlotrace.ops.registry import NOT_DIFFERENTIABLE, OpDef, ReverseModeRefused
 from hlotrace.recording import BACKWARD_DEPTH, TAPES, current_recorder
 from hlotrace.source import SourceLocation
-from hlotrace.tensor import Tensor, tensor
+from hlotrace.tensor import Tensor, tensor, value_copy
 from hlotrace.versions import structure_changed
 
 
@@ -216,10 +216,11 @@ def _fresh(g: Tensor) -> Tensor:
     """A new Tensor object with ``g``'s value: the same recorded value while recording and
     the same tape key under outer tapes (no op is recorded). Host arrays are read-only, so
     sharing one is a copy; a device buffer is not shared (a compiled step that donates one
-    owner's buffer would delete the other's): the new tensor takes its host value."""
+    owner's buffer would delete the other's): the new tensor takes a copy (tensor.value_copy:
+    on the device under the device engine, else the host value)."""
     out = object.__new__(Tensor)
-    out._host = g._host if g._device is None else g.numpy()
-    out._device, out._origin, out._grad = None, g._origin, None
+    out._host, out._device = value_copy(g)
+    out._origin, out._grad = g._origin, None
     recorder = current_recorder()
     if recorder is not None:
         recorder.alias(out, g)

@@ -36,6 +36,10 @@ __all__ = ["ENGINE", "apply", "describe_avals"]
 # is the application's inference key below, or None).
 ENGINE: list = [None]
 
+# The ``_origin`` of the 0-d tensor a Python scalar operand becomes: never seen by the caller,
+# never updated in place, so an engine may share one device buffer among equal ones.
+SCALAR_OPERAND = "a Python scalar operand"
+
 # (op, input avals, attributes) -> (canonical attributes, inferred aval or avals). Inference is
 # a pure function of them, so an op applied again to tensors of the same shapes and dtypes
 # (every step of a loop) skips canonicalization and inference. Applications whose attributes
@@ -64,12 +68,15 @@ def _inference_key(op, avals, attrs):
 
 def _attr_key(value):
     """``value`` as a key that tells apart what ``==`` does not: 1, 1.0 and True (another
-    dtype), 0.0 and -0.0 (another sign), NaN and NaN (equal here)."""
+    dtype), 0.0 and -0.0 (another sign), NaN and NaN (equal here). A slice (unhashable
+    before Python 3.12; getitem's index) is keyed by its three fields."""
     kind = type(value)
     if kind is float or isinstance(value, np.floating):
         return (kind, repr(value))
     if kind is tuple or kind is list:
         return (kind, tuple([_attr_key(v) for v in value]))
+    if kind is slice:
+        return (kind, _attr_key(value.start), _attr_key(value.stop), _attr_key(value.step))
     return (kind, value)
 
 
@@ -115,7 +122,8 @@ def apply(op: OpDef, *inputs, **attrs):
         for i, kind in weak_positions:
             dtype = dt.promote(*strong, dt.Weak(kind))
             with np.errstate(over="ignore"):  # 1e10 as a float16 operand is inf, as in NumPy
-                tensors[i] = Tensor._from_array(np.asarray(inputs[i], dtype=dtype))
+                tensors[i] = scalar = Tensor._from_array(np.asarray(inputs[i], dtype=dtype))
+            scalar._origin = SCALAR_OPERAND  # the device engine keeps one device copy per value
 
     avals = tuple([_aval(t._host if t._host is not None else t._device) for t in tensors])
     key = _inference_key(op, avals, attrs)

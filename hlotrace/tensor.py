@@ -207,8 +207,8 @@ class Tensor(TensorMethods):
         out = object.__new__(type(self) if type(self) is Tensor else Tensor)
         # The host value only: a shared device buffer would be deleted when a compiled step
         # donates this tensor's buffer (its state update), taking the detached copy with it.
-        host = self.numpy() if self._device is not None else self._host
-        out._host, out._device, out._origin, out._grad = host, None, self._origin, None
+        out._host, out._device = value_copy(self)
+        out._origin, out._grad = self._origin, None
         recorder = current_recorder()
         if recorder is not None:
             recorder.alias(out, self)
@@ -275,6 +275,20 @@ def from_device_buffer(buffer, _new=object.__new__) -> Tensor:
     self._origin = None
     self._grad = None
     return self
+
+
+def value_copy(t: Tensor) -> tuple:
+    """``(host, device)`` for a new Tensor with ``t``'s value that shares no device buffer
+    with it (a compiled step that donates one owner's buffer would delete the other's): the
+    host array when ``t`` has one (read-only, so sharing it is a copy), else a copy on the
+    device when the eager engine can make one (the device engine), else the host value."""
+    if t._host is not None or t._device is None:
+        return t._host, None
+    if HOOKS.device_copy is not None:
+        buffer = HOOKS.device_copy(t)
+        if buffer is not None:
+            return None, buffer
+    return t.numpy(), None
 
 
 def _inplace_error(target: Tensor, value: Tensor, why: str) -> OpError:
@@ -347,13 +361,16 @@ def tensor(value, dtype=None) -> Tensor:
 class _Hooks:
     """What Tensor calls in layers above it, bound by them when they are imported."""
 
-    __slots__ = ("dlpack_device", "getitem", "host_value", "sharding_of", "to_dlpack")
+    __slots__ = ("device_copy", "dlpack_device", "getitem", "host_value", "sharding_of", "to_dlpack")
 
     def __init__(self):
         self.sharding_of = lambda tensor: None  # hlotrace.distributed.placement: a mesh placement
         self.host_value = None  # hlotrace.distributed.global_data: a value spread over processes
         self.getitem = None  # hlotrace.ops.gather.writes: x[index]
         self.to_dlpack = self.dlpack_device = None  # hlotrace.interop
+        # hlotrace.engines (the device engine): a copy of a tensor's device buffer on its
+        # device, or None where it cannot (then value_copy goes through the host).
+        self.device_copy = None
 
 
 HOOKS = _Hooks()

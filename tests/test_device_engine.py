@@ -185,3 +185,89 @@ def test_save_load_and_dlpack_of_device_tensors(tmp_path):
 def test_unknown_engine_is_one_clear_error():
     with pytest.raises(HlotraceError, match="unknown eager engine 'gpu': expected one of numpy, device"):
         set_eager_engine("gpu")
+
+
+def _moved(fn):
+    """``fn()``'s change of the transfer and compile counters."""
+    before = ht.metrics()
+    fn()
+    after = ht.metrics()
+    names = ("host_to_device_bytes", "device_to_host_bytes", "eager_compiles", "eager_executions")
+    return {name: after[name] - before[name] for name in names}
+
+
+def test_a_steady_partial_trace_step_moves_only_the_loss():
+    """The issue's target: a partial_trace loop (compiled backbone; eager loss, backward,
+    optimizer step) moves nothing but the loss scalar per steady step and compiles nothing."""
+    ht.random.seed(0)
+    net = nn.Sequential(nn.Linear(5, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    gm = GradManager().attach(net.parameters())
+    opt = optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    backbone = partial_trace(lambda net, x: net(x))
+    rng = np.random.default_rng(3)
+    losses = []
+
+    def step():
+        with gm:
+            loss = F.cross_entropy(backbone(net, x), y)
+            gm.backward(loss)
+        opt.step().clear_grad()
+        losses.append(float(loss))
+
+    with eager_engine("device"):
+        x = ht.tensor(rng.standard_normal((6, 5)).astype(np.float32)) * 1.0  # on the device
+        y = ht.tensor(rng.integers(0, 3, 6).astype(np.int32)) + 0
+        for _ in range(3):
+            step()
+        moved = _moved(step)
+    assert moved["host_to_device_bytes"] == 0, moved
+    assert moved["device_to_host_bytes"] == 4, moved  # float(loss)
+    assert moved["eager_compiles"] == 0, moved
+    assert losses[-1] < losses[0]
+
+
+def test_python_scalars_are_copied_once_per_dtype_and_value():
+    x32 = ht.tensor(np.arange(4, dtype=np.float32)) * 1.0
+    x16 = x32.astype("float16")
+    xi = x32.astype("int32")
+    with eager_engine("device"):
+        x32 * 2.0
+        moved = _moved(lambda: (x32 * 2.0, x32 * 2.0, x32 + 2.0))
+        assert moved["host_to_device_bytes"] == 0, moved  # 2.0 as f32 is on the device already
+        results = [x16 * 2.0, xi * 2, x32 * -0.0, x32 * 0.0, x32 + True, xi + True]
+    np.testing.assert_array_equal(results[0].numpy(), np.arange(4, dtype=np.float16) * 2)
+    assert results[0].dtype == np.float16
+    np.testing.assert_array_equal(results[1].numpy(), np.arange(4) * 2)
+    assert np.signbit(results[2].numpy()).all()  # x * -0.0 is -0.0 for x >= 0: not 0.0's buffer
+    assert not np.signbit(results[3].numpy()).any()
+    np.testing.assert_array_equal(results[4].numpy(), np.arange(4) + 1.0)
+    np.testing.assert_array_equal(results[5].numpy(), np.arange(4) + 1)
+
+
+def test_slicing_is_compiled_once_per_index():
+    x = ht.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    with eager_engine("device"):
+        x[1:3, ::2]
+        moved = _moved(lambda: (x[1:3, ::2], x[1:3, ::2]))
+        other = x[0:3, ::2]  # another slice: another executable
+    assert moved["eager_compiles"] == 0, moved
+    np.testing.assert_array_equal(other.numpy(), np.arange(12).reshape(3, 4)[0:3, ::2])
+
+
+def test_detach_and_fresh_gradients_copy_on_the_device():
+    with eager_engine("device"):
+        x = ht.tensor(np.arange(4, dtype=np.float32)) * 2.0
+        moved = _moved(lambda: x.detach())
+        y = x.detach()
+        a = ht.tensor(np.ones(3, np.float32)) * 1.0
+        b = ht.tensor(np.ones(3, np.float32)) * 1.0
+        gm = GradManager().attach([a, b])
+        with gm:
+            gm.backward((a + b).sum())
+    assert moved["device_to_host_bytes"] == 0, moved
+    assert y._device is not None and y._device is not x._device
+    x._device.delete()  # what a compiled step's donation does to x's buffer
+    np.testing.assert_array_equal(y.numpy(), [0.0, 2.0, 4.0, 6.0])
+    assert a.grad is not b.grad and a.grad._device is not b.grad._device
+    a.grad._device.delete()
+    np.testing.assert_array_equal(b.grad.numpy(), [1.0, 1.0, 1.0])

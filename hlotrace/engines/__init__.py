@@ -20,6 +20,7 @@ import contextlib
 
 from hlotrace import config, dispatch
 from hlotrace.errors import HlotraceError
+from hlotrace.tensor import HOOKS
 
 ENGINES = ("numpy", "device")
 EAGER_ENV = "HLOTRACE_EAGER"
@@ -39,9 +40,14 @@ def _engine(name: str):
     return engine
 
 
+def _select(engine) -> None:
+    dispatch.ENGINE[0] = engine
+    HOOKS.device_copy = None if engine is None else engine.copy
+
+
 def set_eager_engine(name: str) -> None:
     """Make ``name`` ("numpy" or "device") the engine of every eager op from now on."""
-    dispatch.ENGINE[0] = _engine(name)
+    _select(_engine(name))
 
 
 def current_eager_engine() -> str:
@@ -52,11 +58,11 @@ def current_eager_engine() -> str:
 def eager_engine(name: str):
     """Run the block's eager ops with engine ``name``, then restore the previous one."""
     previous = dispatch.ENGINE[0]
-    dispatch.ENGINE[0] = _engine(name)
+    _select(_engine(name))
     try:
         yield
     finally:
-        dispatch.ENGINE[0] = previous
+        _select(previous)
 
 
 def configure_from_environment() -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 
 from hlotrace import lowering, runtime, spmd_hooks
+from hlotrace.dispatch import SCALAR_OPERAND
 from hlotrace.errors import OpError
 from hlotrace.metrics import COUNTS
 from hlotrace.runtime import tiered
@@ -32,6 +33,8 @@ from hlotrace.tensor import from_device_buffer
 from hlotrace.trace import OpRecord, Trace
 
 CAPACITY = 4096  # one-op executables kept (least recently used dropped first)
+_COPY = object()  # the key of the copy executables (an XLA program returning its argument copies it)
+SCALAR_CAPACITY = 1024  # device buffers of Python scalar operands kept (all dropped when full)
 
 
 class DeviceEngine:
@@ -43,6 +46,7 @@ class DeviceEngine:
         self.quick_first = quick_first
         self._runners: collections.OrderedDict[tuple, tuple] = collections.OrderedDict()
         self._device = None
+        self._scalars: dict = {}  # (dtype, bytes) -> device buffer of a Python scalar operand
 
     def __call__(self, op, attrs: dict, tensors, out_aval, key=None):
         """The result of ``op`` on ``tensors`` (Tensor, or a tuple for several outputs).
@@ -66,7 +70,17 @@ class DeviceEngine:
         for index, t in enumerate(tensors):
             buffer = t._device
             if buffer is None:
-                buffer = t._device = exe.to_device(index, t._host)
+                if t._origin is SCALAR_OPERAND:  # lr, 0.9, 1: copied to the device once per value
+                    host = t._host
+                    scalar_key = (host.dtype, host.tobytes())
+                    buffer = self._scalars.get(scalar_key)
+                    if buffer is None:
+                        if len(self._scalars) >= SCALAR_CAPACITY:
+                            self._scalars.clear()
+                        buffer = self._scalars[scalar_key] = exe.to_device(index, host)
+                    t._device = buffer
+                else:
+                    buffer = t._device = exe.to_device(index, t._host)
             elif spmd_hooks.active and t.sharding is not None:
                 raise _placement_error(op, t)
             buffers.append(buffer)
@@ -95,6 +109,30 @@ class DeviceEngine:
         single = len(outs) == 1 and outs is not out_aval
         return [_runner(exe, single), exe, upgrade, single]
 
+    def copy(self, t):
+        """A copy of ``t``'s device buffer on the device (tensor.HOOKS.device_copy), or None
+        for a tensor placed on a mesh (its copy goes through the host)."""
+        buffer = t._device
+        if spmd_hooks.active and t.sharding is not None:
+            return None
+        key = (_COPY, buffer.shape, buffer.dtype)
+        entry = self._runners.get(key)
+        if entry is None:
+            trace = Trace(name="eager_copy")
+            trace.inputs = trace.outputs = [trace.new_var(buffer.shape, buffer.dtype)]
+            lowered = lowering.lower_trace(trace, name=trace.name, platform=self.platform)
+            COUNTS["eager_compiles"] += 1
+            exe = runtime.compile(lowered.text(), lowered.in_avals, lowered.out_avals, platform=self.platform)
+            entry = self._runners[key] = [exe.run, exe, None, True]
+            if len(self._runners) > self.capacity:
+                self._runners.popitem(last=False)
+                COUNTS["eager_evictions"] += 1
+        else:
+            self._runners.move_to_end(key)
+            COUNTS["eager_cache_hits"] += 1
+        COUNTS["eager_executions"] += 1
+        return entry[0]([buffer])[0]
+
     def settle(self) -> None:
         """Wait for every optimized executable still compiling in the background, and use it."""
         for entry in self._runners.values():
@@ -102,8 +140,9 @@ class DeviceEngine:
                 _settle(entry, wait=True)
 
     def clear(self) -> None:
-        """Drop every cached executable."""
+        """Drop every cached executable and scalar buffer."""
         self._runners.clear()
+        self._scalars.clear()
 
     def __len__(self) -> int:
         return len(self._runners)

@@ -171,5 +171,15 @@ def plus_zero(value: ir.Value, aval: Aval) -> ir.Value:
     return select(compare(value, zero, "EQ", aval.dtype), zero, value)
 
 
+def narrowed(value: ir.Value, wide, out: Aval, *, plus_zero_first: bool = False) -> ir.Value:
+    """``value`` (of ``out``'s shape, computed in the wider dtype ``wide``) rounded once to
+    ``out``'s dtype, as the references round; with ``plus_zero_first``, -0.0 becomes +0.0
+    before (for sums that start at +0.0, see :func:`plus_zero`)."""
+    aval = Aval(out.shape, wide)
+    if plus_zero_first:
+        value = plus_zero(value, aval)
+    return convert(value, aval, out.dtype)
+
+
 def reshape(value: ir.Value, shape, dtype) -> ir.Value:
     return stablehlo.ReshapeOp(tensor_type(shape, dtype), value).result

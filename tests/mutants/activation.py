@@ -20,8 +20,8 @@ MUTANTS = [
     Mutant(
         id="gelu-minus-inf-nan",
         file=FILE,
-        find='    return _narrowed(ctx, _zero_at_minus_inf(x, value, wide, const), wide)\n\n\n@rule("silu")',
-        replace='    return _narrowed(ctx, value, wide)\n\n\n@rule("silu")',
+        find='    return hlo.narrowed(_zero_at_minus_inf(x, value, wide, const), wide.dtype, ctx.out_aval)\n\n\n@rule("silu")',
+        replace='    return hlo.narrowed(value, wide.dtype, ctx.out_aval)\n\n\n@rule("silu")',
         why="gelu as the bare product x * Φ(x): -inf * 0 gives NaN instead of the limit -0.0",
         ops=("gelu",),
     ),
@@ -38,11 +38,11 @@ MUTANTS = [
         file=FILE,
         find=(
             "    value = _mul(x, stablehlo.LogisticOp(x).result)\n"
-            "    return _narrowed(ctx, _zero_at_minus_inf(x, value, wide, const), wide)\n"
+            "    return hlo.narrowed(_zero_at_minus_inf(x, value, wide, const), wide.dtype, ctx.out_aval)\n"
         ),
         replace=(
             "    e = stablehlo.ExpOp(stablehlo.NegOp(x).result).result\n"
-            "    return _narrowed(ctx, stablehlo.DivOp(x, stablehlo.AddOp(const(1.0), e).result).result, wide)\n"
+            "    return hlo.narrowed(stablehlo.DivOp(x, stablehlo.AddOp(const(1.0), e).result).result, wide.dtype, ctx.out_aval)\n"
         ),
         why="silu as the textbook x / (1 + exp(-x)): -inf / inf is NaN where the limit is -0.0",
         ops=("silu",),
@@ -50,16 +50,16 @@ MUTANTS = [
     Mutant(
         id="leaky-relu-ge-zero",
         file=FILE,
-        find='value = hlo.select(hlo.compare(x, const(0.0), "GT", wide.dtype), x, negative)\n    return _narrowed(ctx, value, wide)\n\n\n@rule("elu")',
-        replace='value = hlo.select(hlo.compare(x, const(0.0), "GE", wide.dtype), x, negative)\n    return _narrowed(ctx, value, wide)\n\n\n@rule("elu")',
+        find='value = hlo.select(hlo.compare(x, const(0.0), "GT", wide.dtype), x, negative)\n    return hlo.narrowed(value, wide.dtype, ctx.out_aval)\n\n\n@rule("elu")',
+        replace='value = hlo.select(hlo.compare(x, const(0.0), "GE", wide.dtype), x, negative)\n    return hlo.narrowed(value, wide.dtype, ctx.out_aval)\n\n\n@rule("elu")',
         why="x >= 0 keeps zeros as they are: leaky_relu(+0.0) with a negative slope should be -0.0",
         ops=("leaky_relu",),
     ),
     Mutant(
         id="leaky-relu-max-form",
         file=FILE,
-        find='value = hlo.select(hlo.compare(x, const(0.0), "GT", wide.dtype), x, negative)\n    return _narrowed(ctx, value, wide)\n\n\n@rule("elu")',
-        replace='value = stablehlo.MaxOp(x, negative).result\n    return _narrowed(ctx, value, wide)\n\n\n@rule("elu")',
+        find='value = hlo.select(hlo.compare(x, const(0.0), "GT", wide.dtype), x, negative)\n    return hlo.narrowed(value, wide.dtype, ctx.out_aval)\n\n\n@rule("elu")',
+        replace='value = stablehlo.MaxOp(x, negative).result\n    return hlo.narrowed(value, wide.dtype, ctx.out_aval)\n\n\n@rule("elu")',
         why="leaky_relu as max(x, slope * x): right only for slopes in [0, 1]",
         ops=("leaky_relu",),
     ),
@@ -199,8 +199,8 @@ MUTANTS = [
     Mutant(
         id="prelu-slope-on-positive-side",
         file=FILE,
-        find="    return _narrowed(ctx, hlo.select(positive, x, _mul(x, slope)), wide)",
-        replace="    return _narrowed(ctx, hlo.select(positive, _mul(x, slope), x), wide)",
+        find="    return hlo.narrowed(hlo.select(positive, x, _mul(x, slope)), wide.dtype, ctx.out_aval)",
+        replace="    return hlo.narrowed(hlo.select(positive, _mul(x, slope), x), wide.dtype, ctx.out_aval)",
         why="prelu's select branches swapped: the slope scales x > 0",
         ops=("prelu",),
     ),

@@ -20,8 +20,8 @@ MUTANTS = [
     Mutant(
         id="conv-no-feature-groups",
         file=FILE,
-        find="        rhs_dilation=dilation,\n        groups=(groups, 1),\n    )\n    return _narrowed(ctx, result, wide)\n\n\nrule(",
-        replace="        rhs_dilation=dilation,\n        groups=(1, 1),\n    )\n    return _narrowed(ctx, result, wide)\n\n\nrule(",
+        find="        rhs_dilation=dilation,\n        groups=(groups, 1),\n    )\n    return hlo.narrowed(result, wide, ctx.out_aval)\n\n\nrule(",
+        replace="        rhs_dilation=dilation,\n        groups=(1, 1),\n    )\n    return hlo.narrowed(result, wide, ctx.out_aval)\n\n\nrule(",
         why="feature_group_count is left at 1: grouped convolutions mix every input channel",
         ops=("conv2d", "conv1d"),
     ),

@@ -27,10 +27,6 @@ def _widened(ctx, x):
     return hlo.convert(x, aval, wide.dtype), wide, lambda value: hlo.constant(value, wide.dtype, wide.shape)
 
 
-def _narrowed(ctx, value, wide):
-    return hlo.convert(value, wide, ctx.out_aval.dtype)
-
-
 def _mul(a, b):
     return stablehlo.MulOp(a, b).result
 
@@ -49,7 +45,7 @@ def _zero_at_minus_inf(x, value, wide, const):
 @rule("normal_cdf")
 def _normal_cdf_rule(ctx, x):
     x, wide, const = _widened(ctx, x)
-    return _narrowed(ctx, _normal_cdf(x, const), wide)
+    return hlo.narrowed(_normal_cdf(x, const), wide.dtype, ctx.out_aval)
 
 
 @rule("gelu")
@@ -61,14 +57,14 @@ def _gelu(ctx, x, *, approximate):
         value = _mul(x, stablehlo.LogisticOp(inner).result)
     else:
         value = _mul(x, _normal_cdf(x, const))
-    return _narrowed(ctx, _zero_at_minus_inf(x, value, wide, const), wide)
+    return hlo.narrowed(_zero_at_minus_inf(x, value, wide, const), wide.dtype, ctx.out_aval)
 
 
 @rule("silu")
 def _silu(ctx, x):
     x, wide, const = _widened(ctx, x)
     value = _mul(x, stablehlo.LogisticOp(x).result)
-    return _narrowed(ctx, _zero_at_minus_inf(x, value, wide, const), wide)
+    return hlo.narrowed(_zero_at_minus_inf(x, value, wide, const), wide.dtype, ctx.out_aval)
 
 
 @rule("leaky_relu")
@@ -79,7 +75,7 @@ def _leaky_relu(ctx, x, *, negative_slope):
         negative = _zero_at_minus_inf(x, negative, wide, const)
     # x > 0 is false for NaN, whose product with the slope is NaN again.
     value = hlo.select(hlo.compare(x, const(0.0), "GT", wide.dtype), x, negative)
-    return _narrowed(ctx, value, wide)
+    return hlo.narrowed(value, wide.dtype, ctx.out_aval)
 
 
 @rule("elu")
@@ -87,7 +83,7 @@ def _elu(ctx, x, *, alpha):
     x, wide, const = _widened(ctx, x)
     negative = _mul(stablehlo.Expm1Op(x).result, const(alpha))
     value = hlo.select(hlo.compare(x, const(0.0), "GT", wide.dtype), x, negative)
-    return _narrowed(ctx, value, wide)
+    return hlo.narrowed(value, wide.dtype, ctx.out_aval)
 
 
 @rule("softplus")
@@ -99,7 +95,7 @@ def _softplus(ctx, x, *, beta, threshold):
     positive = hlo.select(hlo.compare(z, const(0.0), "GT", wide.dtype), z, const(0.0))
     smooth = stablehlo.DivOp(stablehlo.AddOp(positive, tail).result, const(beta)).result
     value = hlo.select(hlo.compare(z, const(threshold), "GT", wide.dtype), x, smooth)
-    return _narrowed(ctx, value, wide)
+    return hlo.narrowed(value, wide.dtype, ctx.out_aval)
 
 
 def _greater(x, value, wide, const):
@@ -116,14 +112,14 @@ def _relu6(x, wide, const):
 @rule("relu6")
 def _relu6_rule(ctx, x):
     x, wide, const = _widened(ctx, x)
-    return _narrowed(ctx, _relu6(x, wide, const), wide)
+    return hlo.narrowed(_relu6(x, wide, const), wide.dtype, ctx.out_aval)
 
 
 @rule("hsigmoid")
 def _hsigmoid(ctx, x):
     x, wide, const = _widened(ctx, x)
     shifted = stablehlo.AddOp(x, const(3.0)).result
-    return _narrowed(ctx, stablehlo.DivOp(_relu6(shifted, wide, const), const(6.0)).result, wide)
+    return hlo.narrowed(stablehlo.DivOp(_relu6(shifted, wide, const), const(6.0)).result, wide.dtype, ctx.out_aval)
 
 
 @rule("hswish")
@@ -133,7 +129,7 @@ def _hswish(ctx, x):
     below = hlo.compare(x, const(-3.0), "LE", wide.dtype)
     value = hlo.select(below, const(0.0), middle)
     value = hlo.select(hlo.compare(x, const(3.0), "GE", wide.dtype), x, value)
-    return _narrowed(ctx, value, wide)
+    return hlo.narrowed(value, wide.dtype, ctx.out_aval)
 
 
 @rule("prelu")
@@ -146,4 +142,4 @@ def _prelu(ctx, x, weight):
     slope = hlo.reshape(hlo.convert(weight, w_aval, wide.dtype), shape, wide.dtype)
     slope = hlo.broadcast_in_dim(slope, wide.shape, tuple(range(len(shape))))
     positive = hlo.compare(x, hlo.constant(0.0, wide.dtype, wide.shape), "GT", wide.dtype)
-    return _narrowed(ctx, hlo.select(positive, x, _mul(x, slope)), wide)
+    return hlo.narrowed(hlo.select(positive, x, _mul(x, slope)), wide.dtype, ctx.out_aval)

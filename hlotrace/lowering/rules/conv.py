@@ -30,7 +30,6 @@ import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
 from hlotrace.dtypes import compute_dtype
 from hlotrace.lowering.registry import rule
-from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 
 
@@ -85,11 +84,6 @@ def _widened(ctx, a, b):
     return hlo.convert(a, aval_a, wide), hlo.convert(b, aval_b, wide), wide
 
 
-def _narrowed(ctx, value, wide):
-    out = ctx.out_aval
-    return hlo.convert(value, Aval(out.shape, wide), out.dtype)
-
-
 def _conv(ctx, x, w, *, stride, padding, dilation, groups):
     x, w, wide = _widened(ctx, x, w)
     rank = len(stride)
@@ -105,7 +99,7 @@ def _conv(ctx, x, w, *, stride, padding, dilation, groups):
         rhs_dilation=dilation,
         groups=(groups, 1),
     )
-    return _narrowed(ctx, result, wide)
+    return hlo.narrowed(result, wide, ctx.out_aval)
 
 
 rule("conv1d")(_conv)
@@ -152,7 +146,7 @@ def _conv_transpose2d(ctx, x, w, *, stride, padding, output_padding, dilation, g
         rhs_dilation=dilation,
         groups=(groups, 1),
     )
-    return _narrowed(ctx, result, wide)
+    return hlo.narrowed(result, wide, ctx.out_aval)
 
 
 @rule("conv2d_weight_grad")
@@ -188,4 +182,4 @@ def _conv2d_weight_grad(ctx, x, ct, *, kernel_size, stride, padding, dilation, g
         rhs_dilation=stride,
         groups=(groups, 1),
     )
-    return _narrowed(ctx, result, wide)
+    return hlo.narrowed(result, wide, ctx.out_aval)

@@ -48,11 +48,6 @@ def _widen(value, aval: Aval):
     return hlo.convert(value, aval, wide.dtype), wide
 
 
-def _finish(value, wide: Aval, out: Aval):
-    """+0.0 for -0.0 (the references' sums start at +0.0), rounded once to ``out``'s dtype."""
-    return hlo.convert(hlo.plus_zero(value, wide), wide, out.dtype)
-
-
 def _transposed_frame(value, aval: Aval, fill, input_size, kernel_size, stride, padding):
     """``value`` (N, C, OH, OW) spread ``stride`` apart and padded with ``fill``, so that the
     windows holding input element (h, w) sit at (h + a, w + b), 0 <= a, b < k, in window
@@ -89,7 +84,7 @@ def _max_pool2d_backward(ctx, x, ct, *, kernel_size, stride, padding):
             index_at, ct_at = (stablehlo.SliceOp(f, start, limit, [1] * 4).result for f in (index_frame, ct_frame))
             term = hlo.select(hlo.compare(index_at, position, "EQ", INDEX), ct_at, zero)
             total = term if total is None else stablehlo.AddOp(total, term).result
-    return _finish(total, Aval(out.shape, wide.dtype), out)
+    return hlo.narrowed(total, wide.dtype, out, plus_zero_first=True)
 
 
 def _selection_operands(x, x_aval: Aval, payload=None, payload_aval=None):
@@ -126,7 +121,7 @@ def _avg_pool2d_backward(ctx, ct, *, input_size, kernel_size, stride, padding, c
     frame, frame_aval = _transposed_frame(scaled, wide, 0, input_size, kernel_size, stride, padding)
     window = (1, 1, *kernel_size)
     (total,), (total_aval,) = reduce_window([frame], [frame_aval], [0.0], window, (1,) * 4, [(0, 0)] * 4, _add)
-    return _finish(total, total_aval, out)
+    return hlo.narrowed(total, total_aval.dtype, out, plus_zero_first=True)
 
 
 def _covering(n: int, m: int) -> list[tuple[int, int]]:
@@ -150,7 +145,7 @@ def _adaptive_avg_pool2d_backward(ctx, ct, *, input_size):
     operands, avals = [stablehlo.DivOp(value, spread).result], [wide]
     for dim, n in ((3, input_size[1]), (2, input_size[0])):
         operands, avals = window_reduce(operands, avals, dim, _covering(n, avals[0].shape[dim]), [0.0], _add)
-    return _finish(operands[0], avals[0], out)
+    return hlo.narrowed(operands[0], avals[0].dtype, out, plus_zero_first=True)
 
 
 @rule("adaptive_max_pool2d_backward")
@@ -181,7 +176,7 @@ def _adaptive_max_pool2d_backward(ctx, x, ct):
     hit = hlo.compare(values[0], position, "EQ", INDEX)
     terms = hlo.select(hit, values[1], hlo.constant(0, wide.dtype, shape))
     (total,) = _reduce_dim([terms], [Aval(shape, wide.dtype)], [0.0], (3, 5), _add)
-    return _finish(total, Aval(out.shape, wide.dtype), out)
+    return hlo.narrowed(total, wide.dtype, out, plus_zero_first=True)
 
 
 @rule("adaptive_max_pool2d_gather")

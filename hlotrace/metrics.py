@@ -30,6 +30,14 @@ Counters (all start at 0 and only grow until :func:`reset_metrics`):
 ``host_to_device_bytes``, ``device_to_host_bytes``
     bytes of arguments copied to a device, and of device results read back by
     ``Tensor.numpy()`` (once per tensor).
+``eager_executions``, ``eager_compiles``, ``eager_cache_hits``, ``eager_evictions``
+    the device eager engine (:mod:`hlotrace.engines.device`): op applications it ran, the
+    one-op executables it built, the applications that found theirs cached, and the
+    executables its LRU dropped.
+``shape_syncs``
+    eager operations whose result's shape depended on a device value (``x[bool_mask]`` with
+    the mask on the device): each waited for the device once to read a count (its bytes are
+    in ``device_to_host_bytes``). Never counted by compiled programs, which refuse them.
 
 :func:`count` is on the per-call path: one dict increment, no lock (under threads an
 increment may be lost; the figures are for diagnosis, not accounting).
@@ -57,6 +65,7 @@ NAMES = (
     "eager_compiles",
     "eager_cache_hits",
     "eager_evictions",
+    "shape_syncs",
 )
 
 # Mutated in place, never rebound: hot paths may hold a reference to it.

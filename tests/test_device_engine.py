@@ -271,3 +271,29 @@ def test_detach_and_fresh_gradients_copy_on_the_device():
     assert a.grad is not b.grad and a.grad._device is not b.grad._device
     a.grad._device.delete()
     np.testing.assert_array_equal(b.grad.numpy(), [1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("mask_shape", [(4,), (4, 3), (0,)])
+def test_a_bool_mask_read_waits_once_for_a_count(mask_shape):
+    """x[mask] has a value-dependent shape: with the mask on the device it costs one wait
+    for a 4-byte count (``shape_syncs``), never a copy of the mask or of x."""
+    rng = np.random.default_rng(len(mask_shape))
+    x_np = rng.standard_normal((*mask_shape, 2)[: max(len(mask_shape), 1) + 1]).astype(np.float32)
+    if mask_shape == (0,):
+        x_np = np.zeros((0, 2), np.float32)
+    mask_np = rng.random(mask_shape) < 0.5
+    expected = x_np[mask_np]
+    x0 = ht.tensor(x_np)
+    gm = GradManager().attach([x0])
+    with eager_engine("device"):
+        mask = ht.tensor(mask_np) & True  # a device tensor
+        with gm:
+            x = x0 * 1.0
+            y = x[mask]
+            moved = _moved(lambda: x[mask])
+            gm.backward((y * 2.0).sum())
+    assert moved["device_to_host_bytes"] == 4, moved
+    np.testing.assert_array_equal(y.numpy(), expected)
+    expected_grad = np.zeros_like(x_np)
+    expected_grad[mask_np] = 2.0
+    np.testing.assert_array_equal(x0.grad.numpy(), expected_grad)

@@ -31,7 +31,10 @@ Semantics (each op's reference below is the definition the lowering rules must m
   not depend on the values. ``x[bool_mask]`` (a mask of ``x``'s leading shape) works eagerly
   and under autodiff tapes (it becomes a ``take`` of the flattened leading dims at the
   mask's true positions) but raises a TraceError while recording: the result's shape would
-  depend on the mask's values.
+  depend on the mask's values. A mask on the host selects there; a mask on the device (the
+  device eager engine's results) is counted on the device, the count (4 bytes) read once --
+  the one wait for the device, counted in ``hlotrace.metrics()["shape_syncs"]`` -- and the
+  true positions found there (a stable argsort), so only the count crosses to the host.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
-from hlotrace.dispatch import apply
+from hlotrace.dispatch import ENGINE, apply
 from hlotrace.errors import ShapeDtypeError, TraceError
+from hlotrace.metrics import COUNTS
 from hlotrace.ops.common import F, broadcast_shapes
 from hlotrace.ops.gather.common import (
     FAMILY,
@@ -290,9 +294,14 @@ def tensor_getitem(x, index):
             "compiled program cannot have. Keep the shape with masked_fill(x, mask, 0) or where(mask, x, 0), "
             "or index with integer indices" + (f" (at {loc})" if loc else "")
         )
-    mask = entry.numpy()
-    flat = x if mask.ndim == 1 else F.reshape(x, (mask.size, *x.shape[mask.ndim :]))
-    return take(flat, tensor(np.flatnonzero(mask).astype(np.int64)), axis=0)
+    flat = x if entry.ndim == 1 else F.reshape(x, (int(np.prod(entry.shape)), *x.shape[entry.ndim :]))
+    if entry._host is None and ENGINE[0] is not None:  # device engine: count, read 4 bytes, select
+        COUNTS["shape_syncs"] += 1
+        flat_mask = F.reshape(entry, (-1,))
+        count = int(F.sum(F.astype(flat_mask, "int32")).numpy())
+        trues_first = F.argsort(F.astype(flat_mask, "int32"), descending=True)  # stable: index order
+        return take(flat, F.getitem(trues_first, (slice(0, count),)), axis=0)
+    return take(flat, tensor(np.flatnonzero(entry.numpy()).astype(np.int64)), axis=0)
 
 
 def setitem(x, value, index):

@@ -297,3 +297,35 @@ def test_a_bool_mask_read_waits_once_for_a_count(mask_shape):
     expected_grad = np.zeros_like(x_np)
     expected_grad[mask_np] = 2.0
     np.testing.assert_array_equal(x0.grad.numpy(), expected_grad)
+
+
+def test_a_hundred_thousand_eager_ops_hold_no_more_buffers_or_executables():
+    """Issue 35's leak check: 100k eager ops (arithmetic, a unary op, an in-place item
+    write) keep the device's live arrays flat; many keys keep the LRU at its capacity."""
+    from hlotrace import dispatch, runtime
+
+    def loop(n):
+        nonlocal x
+        for i in range(n):
+            x = x * 0.999 + w
+            if i % 3 == 0:
+                x = F.tanh(x)
+            x[3] = 1.0
+
+    with eager_engine("device"):
+        x = ht.tensor(np.ones(256, np.float32)) * 1.0
+        w = ht.tensor(np.full(256, 0.5, np.float32)) * 1.0
+        loop(1000)
+        live = runtime.live_buffer_count()
+        loop(25_000)  # 4 ops an iteration (setitem included)
+        assert runtime.live_buffer_count() <= live
+    engine = DeviceEngine(capacity=8)
+    previous, dispatch.ENGINE[0] = dispatch.ENGINE[0], engine
+    try:
+        before = ht.metrics()["eager_evictions"]
+        for n in range(1, 21):  # 20 shapes: 20 keys through 8 slots
+            (ht.tensor(np.ones(n, np.float32)) + 1.0).numpy()
+    finally:
+        dispatch.ENGINE[0] = previous
+    assert len(engine) == 8
+    assert ht.metrics()["eager_evictions"] - before == 12

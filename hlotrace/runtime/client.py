@@ -124,6 +124,12 @@ def client(platform: str | None = None):
         return _load_client("cpu")
 
 
+def live_buffer_count(platform: str | None = None) -> int:
+    """How many device arrays the platform's client holds now (leak checks: a loop that frees
+    what it made keeps this flat)."""
+    return len(client(platform).live_arrays())
+
+
 def default_device(platform: str | None = None):
     import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 

@@ -76,6 +76,7 @@ examples:
   hlotrace lower model.py:step --input 'bf16[2,3]' --input 'f32[]' --compiled
   hlotrace rules --json
   hlotrace show forward.trace.json --lower
+  hlotrace explain train.py:train_step --setup train.py:make
   hlotrace passes
   hlotrace fuzz --seconds 60 --ops matmul,add,exp
   hlotrace cache clear

@@ -150,14 +150,19 @@ def _find_function(module, path: str, func_name: str):
     return obj
 
 
-def _check_arity(fn, func_name: str, inputs: list) -> None:
+def _check_arity(fn, func_name: str, inputs: list, statics: dict | None = None) -> None:
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return  # builtins and the like: let the call decide
     try:
-        signature.bind(*inputs)
+        signature.bind(*inputs, **(statics or {}))
     except TypeError as exc:
+        if statics:
+            given = ", ".join(f"{name}={value!r}" for name, value in statics.items())
+            raise CliError(
+                f"{func_name}{signature} cannot be called with {len(inputs)} input(s) and --static {given} ({exc})"
+            ) from None
         params = [
             p.name
             for p in signature.parameters.values()
@@ -246,15 +251,40 @@ def add_target_arguments(parser) -> None:
     parser.add_argument("--platform", choices=("cpu", "cuda"), help="PJRT platform (default: CUDA if present)")
 
 
+def check_trace_target(args, target: str) -> None:
+    """A trace file takes no --input, --setup or --static: it knows its inputs."""
+    for option, given in (
+        ("--input", getattr(args, "inputs", None)),
+        ("--setup", getattr(args, "setup", None)),
+        ("--static", getattr(args, "statics", None)),
+    ):
+        if given:
+            first = given[0] if isinstance(given, list) else given
+            raise CliError(f"{option} {first!r} is for FILE.py:FUNC targets; a trace file ({target}) knows its inputs")
+
+
 def target_trace(args):
-    """The Trace named by ``args.target``: a saved trace file, or FILE.py:FUNC recorded once."""
+    """The Trace named by ``args.target``: a saved trace file, or FILE.py:FUNC recorded once
+    (on random --input values, or with --setup on its factory's arguments)."""
     if args.target.endswith(".json"):
-        if args.inputs:
-            raise CliError("--input is for FILE.py:FUNC targets; a trace file knows its inputs")
+        check_trace_target(args, args.target)
         return load_trace(args.target)
+    if getattr(args, "setup", None) is not None:
+        return setup_target(args, passes="").trace
     from hlotrace.tools.lower_cmd import record_target
 
-    return record_target(args.target, args.inputs, args.seed, args.platform, passes="").trace
+    return record_target(
+        args.target, args.inputs, args.seed, args.platform, passes="", static=getattr(args, "statics", ())
+    ).trace
+
+
+def setup_target(args, passes):
+    """``args.target`` recorded on the arguments ``--setup``'s factory returns (a
+    hlotrace.tools.setup.SetupProgram)."""
+    from hlotrace.tools.setup import check_setup_options, record_setup
+
+    check_setup_options(args)
+    return record_setup(args.target, args.setup, args.statics, args.platform, passes)
 
 
 # -- meshes and placed inputs (lower, stages, explain) ----------------------------------
@@ -386,6 +416,9 @@ def place_inputs(inputs, input_specs, mesh):
 def target_program(args, passes: str):
     """(trace, compiled function or None) of ``args.target``: with --mesh, FILE.py:FUNC
     recorded on its placed inputs and compiled for the mesh under ``passes``."""
+    if getattr(args, "setup", None) is not None and not args.target.endswith(".json"):
+        program = setup_target(args, passes)
+        return program.trace, program
     if getattr(args, "mesh", None) is None:
         return target_trace(args), None
     if args.target.endswith(".json"):
@@ -395,5 +428,13 @@ def target_program(args, passes: str):
         )
     from hlotrace.tools.lower_cmd import record_target
 
-    traced = record_target(args.target, args.inputs, args.seed, args.platform, passes=passes, mesh=args.mesh)
+    traced = record_target(
+        args.target,
+        args.inputs,
+        args.seed,
+        args.platform,
+        passes=passes,
+        mesh=args.mesh,
+        static=getattr(args, "statics", ()),
+    )
     return traced.trace, traced

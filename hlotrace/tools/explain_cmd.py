@@ -36,14 +36,20 @@ program: the memory stats are per device, and a table lists the collectives XLA'
 partitioner inserted (all-reduce, all-gather, reduce-scatter, all-to-all,
 collective-permute) with the bytes each moves per device, the devices in each group, and
 the recorded ops and source lines that caused them (several when XLA combined them).
-The same list is available in Python: hlotrace.distributed.inspect.collectives(fn)."""
+The same list is available in Python: hlotrace.distributed.inspect.collectives(fn).
+
+With --setup FILE.py:FACTORY instead of --input, FACTORY() (in FILE.py, which may be the
+target's own file) returns (args, kwargs), modules, optimizers and GradManagers included, and
+the target is recorded on them from their shapes (nothing runs, no state changes): your own
+training step. --static NAME=VALUE passes a keyword argument as a static value."""
 
 EPILOG = """\
 examples:
   hlotrace explain examples/softmax_demo.py:fused_softmax --input 'f32[64,1000]'
   hlotrace explain model.py:step -i 'f32[8,784]' -i 'i32[8]' --top 5
   hlotrace explain dumps/step.1.trace.json --passes '' --json > explain.json
-  hlotrace explain model.py:mlp --mesh 4x2:data,model -i 'f32[64,1000]@data' -i 'f32[1000,512]@None,model'"""
+  hlotrace explain model.py:mlp --mesh 4x2:data,model -i 'f32[64,1000]@data' -i 'f32[1000,512]@None,model'
+  hlotrace explain train.py:train_step --setup train.py:make --top 5"""
 
 _REC = re.compile(r"(?:^|/)rec(\d+):")
 # One entry of XLA's ``input_output_alias={ {out}: (param, {}, may-alias), ... }``.
@@ -53,6 +59,7 @@ _ALIAS = re.compile(r"\{(\d*)\}: \((\d+), \{\}, (?:may|must)-alias\)")
 def add_parser(sub, formatter) -> None:
     from hlotrace.tools.checks import int_at_least
     from hlotrace.tools.common import add_mesh_argument, add_target_arguments
+    from hlotrace.tools.setup import add_setup_arguments
 
     parser = sub.add_parser(
         "explain",
@@ -68,6 +75,7 @@ def add_parser(sub, formatter) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     add_mesh_argument(parser)
+    add_setup_arguments(parser)
     parser.set_defaults(handler=run)
 
 

@@ -24,7 +24,12 @@ per frame), or .png (the DOT rendered by Graphviz's 'dot' program, which must be
 
 --open hands the lowered StableHLO module to Google's Model Explorer (the optional
 `model_explorer` package: pip install ai-edge-model-explorer) instead; its graph groups ops
-by the location names hlotrace lowers with (rec<i>:<op> inside the user's file:line)."""
+by the location names hlotrace lowers with (rec<i>:<op> inside the user's file:line).
+
+With --setup FILE.py:FACTORY instead of --input, FACTORY() (in FILE.py, which may be the
+target's own file) returns (args, kwargs), modules, optimizers and GradManagers included, and
+the target is recorded on them from their shapes (nothing runs, no state changes): your own
+training step. --static NAME=VALUE passes a keyword argument as a static value."""
 
 EPILOG = """\
 examples:
@@ -39,6 +44,7 @@ FORMATS = (".html", ".htm", ".svg", ".dot", ".gv", ".png")
 
 def add_parser(sub, formatter) -> None:
     from hlotrace.tools.common import add_target_arguments
+    from hlotrace.tools.setup import add_setup_arguments
 
     parser = sub.add_parser(
         "graph",
@@ -62,6 +68,7 @@ def add_parser(sub, formatter) -> None:
         help="frames around fuse-elementwise groups (default), named scopes, or none",
     )
     parser.add_argument("--open", action="store_true", help="open the module in Model Explorer (optional package)")
+    add_setup_arguments(parser)
     parser.set_defaults(handler=run)
 
 

@@ -25,6 +25,7 @@ from hlotrace.tools.common import (
     place_inputs,
     split_input,
 )
+from hlotrace.tools.setup import add_setup_arguments
 
 DESCRIPTION = f"""\
 Import FILE.py, call FUNC once on random inputs while recording it with
@@ -44,7 +45,12 @@ With --mesh the program is compiled for a mesh of devices through XLA's SPMD par
 the mesh, SPEC giving per dimension an axis name, None (replicated) or a+b (split over
 both axes), e.g. 'f32[64,1000]@data' or 'f32[1000,512]@None,model'; inputs without '@' are
 replicated. The module then carries its Shardy annotations (sdy.mesh, sdy.sharding), and
---compiled prints the partitioned per-device HLO with the collectives XLA inserted."""
+--compiled prints the partitioned per-device HLO with the collectives XLA inserted.
+
+With --setup FILE.py:FACTORY instead of --input, FACTORY() (in FILE.py, which may be the
+target's own file) returns (args, kwargs), modules, optimizers and GradManagers included, and
+the target is recorded on them from their shapes (nothing runs, no state changes): your own
+training step. --static NAME=VALUE passes a keyword argument as a static value."""
 
 EPILOG = """\
 examples:
@@ -55,6 +61,7 @@ examples:
   hlotrace lower model.py:forward --input 'f32[64,1000]' --passes 'fuse-reductions,cse'
   hlotrace lower model.py:mlp --mesh 4x2:data,model -i 'f32[64,1000]@data' -i 'f32[1000,512]@None,model'
   hlotrace lower model.py:mlp --mesh data=8 -i 'f32[64,1000]@data' -i 'f32[1000,512]' --compiled
+  hlotrace lower train.py:train_step --setup train.py:make --static scale=0.5
 
 Quote the specs: brackets are glob characters in most shells."""
 
@@ -88,6 +95,7 @@ def add_parser(sub, formatter) -> None:
         help="PJRT platform to compile for (default: $HLOTRACE_PLATFORM, else CUDA if present)",
     )
     add_mesh_argument(lower)
+    add_setup_arguments(lower)
     lower.set_defaults(handler=run)
 
 
@@ -117,12 +125,15 @@ def _mesh_summary(traced) -> str:
     return f"mesh {mesh}: {len(found)} collectives" + (f" ({listed})" if listed else "")
 
 
-def record_target(target: str, input_specs, seed: int = 0, platform=None, passes=None, mesh=None):
+def record_target(target: str, input_specs, seed: int = 0, platform=None, passes=None, mesh=None, static=()):
     """Import FILE.py, find FUNC, call it once on random inputs of ``input_specs`` (strings
-    such as 'f32[8,8]', or 'f32[8,8]@data' with ``mesh``, a --mesh string) under xla_trace
-    and return the TracedFunction (compiled, with its trace). Every user mistake is a
-    CliError."""
+    such as 'f32[8,8]', or 'f32[8,8]@data' with ``mesh``, a --mesh string) and the keyword
+    arguments of ``static`` (--static NAME=VALUE texts) under xla_trace and return the
+    TracedFunction (compiled, with its trace). Every user mistake is a CliError."""
+    from hlotrace.tools.setup import parse_statics
+
     path, func_name = _split_target(target)
+    statics = parse_statics(static)
     specs = [parse_input_spec(split_input(spec)[0]) for spec in input_specs]
     for spec in input_specs:  # before importing the user's file: an '@' needs --mesh
         if mesh is None and split_input(spec)[1] is not None:
@@ -136,7 +147,7 @@ def record_target(target: str, input_specs, seed: int = 0, platform=None, passes
     try:
         module = _import_file(path)
         obj = _find_function(module, path, func_name)
-        return _record(obj, func_name, specs, user_dir, seed, platform, passes, (mesh, input_specs))
+        return _record(obj, func_name, specs, user_dir, seed, platform, passes, (mesh, input_specs), statics)
     finally:
         try:
             sys.path.remove(user_dir)
@@ -144,27 +155,23 @@ def record_target(target: str, input_specs, seed: int = 0, platform=None, passes
             pass
 
 
-def _record(obj, func_name: str, specs, user_dir: str, seed: int, platform, passes, placement=(None, ())):
+def _record(obj, func_name: str, specs, user_dir: str, seed: int, platform, passes, placement=(None, ()), statics=None):
     from hlotrace.errors import HlotraceError
-    from hlotrace.jit import TracedFunction, xla_trace
+    from hlotrace.tools.setup import wrap_traced
 
-    if isinstance(obj, TracedFunction):
-        fn = obj.fn
-        passes = passes if passes is not None else obj.passes
-        traced = xla_trace(fn, capture_as_const=obj.capture_as_const, platform=platform or obj.platform, passes=passes)
-    else:
-        fn = obj
-        traced = xla_trace(fn, platform=platform, passes=passes)
+    statics = statics or {}
+    traced = wrap_traced(obj, platform, passes)
+    fn = traced.fn
 
     mesh, input_specs = placement
     texts = [split_input(text)[0] for text in input_specs] or [f"{dtype}{list(shape)}" for shape, dtype in specs]
     inputs = random_inputs(specs, texts, seed)
-    _check_arity(fn, func_name, inputs)
+    _check_arity(fn, func_name, inputs, statics)
     if mesh is not None:
         inputs = place_inputs(inputs, input_specs, mesh)
 
     try:
-        traced(*inputs)
+        traced(*inputs, **statics)
     except HlotraceError:
         raise
     except Exception as exc:
@@ -182,7 +189,14 @@ def run(args) -> int:
 
     if args.trace_out:
         check_writable(args.trace_out, "--trace-out")
-    traced = record_target(args.target, args.inputs, args.seed, args.platform, args.passes, args.mesh)
+    if args.setup is not None:
+        from hlotrace.tools.common import setup_target
+
+        traced = setup_target(args, args.passes)
+    else:
+        traced = record_target(
+            args.target, args.inputs, args.seed, args.platform, args.passes, args.mesh, static=args.statics
+        )
     if args.trace_out:
         try:
             traced.trace.save(args.trace_out)
@@ -193,9 +207,13 @@ def run(args) -> int:
     text = traced.executable.hlo_text() if args.compiled else lowered.text(debug_info=not args.no_locations)
     _write_stdout(text)
     func_name = _split_target(args.target)[1]
-    avals = ", ".join(
-        str(Aval(shape, dtype)) for shape, dtype in (parse_input_spec(split_input(s)[0]) for s in args.inputs)
-    )
+    if args.setup is not None:
+        avals = traced.describe()
+    else:
+        avals = ", ".join(
+            str(Aval(shape, dtype)) for shape, dtype in (parse_input_spec(split_input(s)[0]) for s in args.inputs)
+        )
+        avals = ", ".join(filter(None, [avals, *args.statics]))
     summary = _summary(lowered, runtime.platform_name(traced.platform), func_name, avals)
     if args.mesh is not None:
         summary += "; " + _mesh_summary(traced)

@@ -21,18 +21,25 @@ HLO is counted in instructions.
 With --mesh (and --input DTYPE[SHAPE]@SPEC placements, as 'hlotrace lower' takes them) the
 program is compiled for a mesh of devices: the StableHLO stages carry the Shardy
 annotations and the last stage is XLA's partitioned per-device HLO, with the collectives
-the partitioner inserted (listed in its title)."""
+the partitioner inserted (listed in its title).
+
+With --setup FILE.py:FACTORY instead of --input, FACTORY() (in FILE.py, which may be the
+target's own file) returns (args, kwargs), modules, optimizers and GradManagers included, and
+the target is recorded on them from their shapes (nothing runs, no state changes): your own
+training step. --static NAME=VALUE passes a keyword argument as a static value."""
 
 EPILOG = """\
 examples:
   hlotrace stages examples/softmax_demo.py:fused_softmax --input 'f32[64,1000]'
   hlotrace stages model.py:step -i 'f32[8,784]' -i 'i32[8]' --passes 'simplify,fuse-elementwise' -o stages/
   hlotrace stages dumps/step.1.trace.json --passes '' --no-locations
-  hlotrace stages model.py:mlp --mesh 4x2:data,model -i 'f32[64,1000]@data' -i 'f32[1000,512]@None,model'"""
+  hlotrace stages model.py:mlp --mesh 4x2:data,model -i 'f32[64,1000]@data' -i 'f32[1000,512]@None,model'
+  hlotrace stages train.py:train_step --setup train.py:make -o stages/"""
 
 
 def add_parser(sub, formatter) -> None:
     from hlotrace.tools.common import add_mesh_argument, add_target_arguments
+    from hlotrace.tools.setup import add_setup_arguments
 
     parser = sub.add_parser(
         "stages",
@@ -46,6 +53,7 @@ def add_parser(sub, formatter) -> None:
     parser.add_argument("-o", "--out", metavar="DIR", help="write one file per stage into DIR instead of stdout")
     parser.add_argument("--no-locations", action="store_true", help="print modules without loc(...) annotations")
     add_mesh_argument(parser)
+    add_setup_arguments(parser)
     parser.set_defaults(handler=run)
 
 

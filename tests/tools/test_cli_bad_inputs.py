@@ -27,6 +27,29 @@ from hlotrace import config
 from hlotrace.tools.cli import build_parser, main
 
 PROGRAM = "from hlotrace import functional as F\n\n\ndef f(x):\n    return F.exp(x) * 2.0\n"
+# --setup's factories for PROGRAM's f: one good (make), the others each a mistake.
+SETUP = """\
+import numpy as np
+
+
+def make():
+    return (np.ones((2, 3), np.float32),), {}
+
+
+def returns_five():
+    return 5
+
+
+def raises():
+    raise ValueError("boom")
+
+
+def too_many():
+    return (1, 2, 3), {}
+
+
+not_callable = 3
+"""
 INPUT = ["-i", "f32[2,3]"]
 
 # -- what a valid call looks like, per positional (by dest) and per command ------------------
@@ -93,6 +116,18 @@ OPTION_BAD = {
     "dump_passes": [(f"{UNWRITABLE}/dumps", "sub")],
     "output": [(f"{UNWRITABLE}/out.mlirbc", "sub")],
     "target": [("99.99.99", None)],  # export --target: a StableHLO version
+    # --setup FILE.py:FACTORY (the target is then @PROG:f, without --input; see _cases)
+    "setup": [
+        ("@TMP/missing.py:make", "missing.py"),
+        ("@SETUP", "FILE.py:FACTORY"),
+        ("@SYNTAX:make", "syntax.py"),
+        ("@SETUP:no_such_factory", "no_such_factory"),
+        ("@SETUP:not_callable", "not_callable"),
+        ("@SETUP:returns_five", "(args, kwargs)"),
+        ("@SETUP:raises", "boom"),
+        ("@SETUP:too_many", "too many positional"),
+    ],
+    "statics": [("nameonly", None), ("1x=2", None), ("zz=3", None), ("k={}", None)],
 }
 # Per command, where the generic value does not fit (P,Q lists of pass names, not pipelines).
 OPTION_BAD_FOR = {
@@ -151,6 +186,8 @@ def _cases():
                 continue
             for value, named in _option_values(command, action) or []:
                 argv = [*_base(command, parser), action.option_strings[0], value]
+                if action.dest == "setup":  # the factory makes the arguments: no --input, a function target
+                    argv = [command, "@PROG:f", *COMMAND_BASE.get(command, []), "--setup", value]
                 if action.dest == "mesh":
                     argv = [a if a != "f32[2,3]" else "f32[2,3]@data" for a in argv]
                 yield pytest.param(argv, named or value, id=f"{command}-{action.option_strings[0]}-{value}")
@@ -174,6 +211,7 @@ def test_every_option_has_malformed_values():
 def files(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bad-inputs")
     (tmp / "prog.py").write_text(PROGRAM)
+    (tmp / "setup_factories.py").write_text(SETUP)
     (tmp / "syntax.py").write_text("def f(x:\n    return x\n")
     (tmp / "garbage.json").write_text("{not json")
     (tmp / "wrong.json").write_text('{"hello": "world"}')
@@ -186,6 +224,7 @@ def files(tmp_path_factory):
     return {
         "@PROG": str(tmp / "prog.py"),
         "@SYNTAX": str(tmp / "syntax.py"),
+        "@SETUP": str(tmp / "setup_factories.py"),
         "@GARBAGE_JSON": str(tmp / "garbage.json"),
         "@WRONG_JSON": str(tmp / "wrong.json"),
         "@GARBAGE_MLIR": str(tmp / "garbage.mlir"),

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-softmax demo-cnn demo-transformer demo-multiprocess demo-spmd test test-thorough test-seeds test-gpu mutation lint format bench clean
+.PHONY: install demo demo-softmax demo-cnn demo-transformer demo-resnet demo-gpt demo-unet demo-multiprocess demo-spmd test test-thorough test-seeds test-gpu mutation lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,18 @@ demo-cnn: $(STAMP)
 
 demo-transformer: $(STAMP)
 	$(BIN)/python examples/train_transformer.py
+
+# Ported PyTorch models (imports swapped): torchvision's ResNet-18 (width 16 on 16x16 digits;
+# ARGS="--width 64 --size 32" for CIFAR-shaped, --arch resnet50), nanoGPT's GPT on a copy task,
+# and a small UNet on a toy segmentation. Each is a compiled step; ARGS passes more flags.
+demo-resnet: $(STAMP)
+	$(BIN)/python examples/resnet.py $(ARGS)
+
+demo-gpt: $(STAMP)
+	$(BIN)/python examples/gpt.py $(ARGS)
+
+demo-unet: $(STAMP)
+	$(BIN)/python examples/unet.py $(ARGS)
 
 # Data-parallel training over 2 processes x 4 CPU devices (hlotrace.distributed.launch).
 demo-multiprocess: $(STAMP)

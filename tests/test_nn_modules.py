@@ -148,3 +148,40 @@ def test_an_encoder_decoder_trains_compiled_as_eagerly():
     for a, b in zip(compiled[0].parameters(), eager[0].parameters(), strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
     assert traced.cache_size == 1
+
+
+# -- additions for the ported PyTorch models (examples/resnet.py, gpt.py) ---------------------
+
+
+def test_kaiming_and_xavier_normal_draw_with_pytorchs_std():
+    w = ht.Parameter(np.zeros((64, 32, 3, 3), np.float32))
+    ht.random.seed(5)
+    assert nn.init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu") is w
+    # The same draw from the same host generator, scaled by PyTorch's std: gain / sqrt(fan).
+    ht.random.seed(5)
+    expected = ht.random.host_generator().normal(0.0, np.sqrt(2.0) / np.sqrt(64 * 9), size=w.shape)
+    np.testing.assert_allclose(w.numpy(), expected.astype(np.float32), rtol=1e-6)
+    ht.random.seed(5)
+    nn.init.kaiming_normal_(w)  # fan_in, leaky_relu with a=0: sqrt(2 / fan_in)
+    np.testing.assert_allclose(w.numpy().std(), np.sqrt(2.0 / (32 * 9)), rtol=0.02)
+    nn.init.xavier_normal_(w, gain=2.0)
+    np.testing.assert_allclose(w.numpy().std(), 2.0 * np.sqrt(2.0 / (32 * 9 + 64 * 9)), rtol=0.02)
+    with pytest.raises(ht.OpError, match="mode must be 'fan_in' or 'fan_out'"):
+        nn.init.kaiming_normal_(w, mode="fan")
+
+
+def test_relu_accepts_inplace_and_returns_the_same_values():
+    x = _rand(3, 4, seed=7)
+    relu = nn.ReLU(inplace=True)
+    np.testing.assert_array_equal(relu(ht.tensor(x)).numpy(), np.maximum(x, 0))
+    assert repr(relu) == "ReLU(inplace=True)" and repr(nn.ReLU()) == "ReLU()"
+
+
+def test_layer_norm_without_bias_matches_numpy():
+    x = _rand(2, 5, 6, seed=8)
+    ln = nn.LayerNorm(6, bias=False)
+    assert [name for name, _ in ln.named_parameters()] == ["weight"] and ln.bias is None
+    nn.init.normal_(ln.weight)
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    expected = (x - mean) / np.sqrt(var + 1e-5) * ln.weight.numpy()
+    np.testing.assert_allclose(ln(ht.tensor(x)).numpy(), expected, rtol=1e-5, atol=1e-6)

@@ -101,6 +101,27 @@ def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in", nonlineari
     return uniform_(t, -bound, bound)
 
 
+def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
+    """N(0, std²) with std = gain / sqrt(fan), gain = calculate_gain(nonlinearity, a) (He;
+    torchvision's ResNets use ``mode="fan_out", nonlinearity="relu"``).
+
+    ``mode`` is ``"fan_in"`` (default) or ``"fan_out"``.
+    """
+    if mode not in ("fan_in", "fan_out"):
+        raise OpError(f"nn.init.kaiming_normal_: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = calculate_fan_in_and_fan_out(t)
+    fan = fan_in if mode == "fan_in" else fan_out
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan) if fan else 0.0
+    return normal_(t, 0.0, std)
+
+
+def xavier_normal_(t: Tensor, gain: float = 1.0) -> Tensor:
+    """N(0, std²) with std = gain · sqrt(2 / (fan_in + fan_out)) (Glorot)."""
+    fan_in, fan_out = calculate_fan_in_and_fan_out(t)
+    std = gain * math.sqrt(2.0 / (fan_in + fan_out)) if fan_in + fan_out else 0.0
+    return normal_(t, 0.0, std)
+
+
 def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
     """U(-bound, bound) with bound = gain · sqrt(6 / (fan_in + fan_out)) (Glorot)."""
     fan_in, fan_out = calculate_fan_in_and_fan_out(t)

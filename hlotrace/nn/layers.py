@@ -66,7 +66,18 @@ class Linear(Module):
 
 
 class ReLU(Module):
-    """``max(x, 0)`` (``F.relu`` when the functional op exists)."""
+    """``max(x, 0)`` (``F.relu`` when the functional op exists).
+
+    ``inplace`` is accepted for PyTorch code (``nn.ReLU(inplace=True)``) and changes nothing:
+    the result is a new tensor either way, which is what the caller uses (``out = relu(out)``).
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = bool(inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
     def forward(self, x):
         relu = getattr(F, "relu", None)

@@ -124,16 +124,20 @@ class BatchNorm2d(_BatchNorm):
 
 class LayerNorm(Module):
     """Layer normalization over the trailing dims ``normalized_shape`` (an int or a tuple),
-    with ``weight`` (ones) and ``bias`` (zeros) of that shape if ``elementwise_affine``."""
+    with ``weight`` (ones) and ``bias`` (zeros) of that shape if ``elementwise_affine``;
+    ``bias=False`` keeps the weight only (PyTorch's argument, GPT-style models without biases)."""
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
         super().__init__()
         self.normalized_shape = _shape("LayerNorm", normalized_shape)
         self.eps = _number("LayerNorm", "eps", eps, 0.0)
         self.elementwise_affine = bool(elementwise_affine)
         if self.elementwise_affine:
             self.weight = Parameter(np.ones(self.normalized_shape, np.float32))
-            self.bias = Parameter(np.zeros(self.normalized_shape, np.float32))
+            if bias:
+                self.bias = Parameter(np.zeros(self.normalized_shape, np.float32))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)

@@ -1,0 +1,121 @@
+"""The ported PyTorch models (examples/resnet.py, gpt.py, unet.py) at small sizes: one compiled
+training step equals the eager step (loss and every parameter and buffer after the step, within
+the tolerance table's float32 entry widened for a whole training step), the loss falls over a
+few compiled steps on one batch, and the state_dict keys are PyTorch's."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import hlotrace as ht
+from hlotrace.autodiff import GradManager
+from hlotrace.jit import xla_trace
+from hlotrace.testing.tolerances import TOLERANCES, Tolerance, assert_close
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# One op's float32 tolerance is 1e-6; a training step chains a forward, a backward and an
+# update whose sums XLA and NumPy order differently (tests/test_calling_conventions.py's
+# STEP_TOLERANCE is the same widening for three steps of small models).
+FLOAT32 = TOLERANCES[np.dtype(np.float32)]
+STEP_TOLERANCE = Tolerance(20 * FLOAT32.rtol, 2 * FLOAT32.atol, "one training step: forward, backward and update")
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"ported_{name}", os.path.join(ROOT, "examples", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+resnet, gpt, unet = _load("resnet"), _load("gpt"), _load("unet")
+
+
+def _twins(make):
+    """Two models with the same initial weights."""
+    ht.random.seed(0)
+    first = make()
+    second = make()
+    second.load_state_dict(first.state_dict())
+    return first, second
+
+
+def _compiled_equals_eager(make, make_opt, step, batch, holder="net", more_steps=4, schedule=None):
+    eager, compiled = _twins(make)
+    eager_opt, compiled_opt = make_opt(eager), make_opt(compiled)
+    eager_gm, compiled_gm = (GradManager().attach(m.parameters()) for m in (eager, compiled))
+    traced = xla_trace(step)
+    batch = [ht.tensor(a) for a in batch]
+    expected = step(*batch, **{holder: eager, "opt": eager_opt, "gm": eager_gm}).numpy()
+    actual = traced(*batch, **{holder: compiled, "opt": compiled_opt, "gm": compiled_gm}).numpy()
+    assert_close(actual, expected, STEP_TOLERANCE, what="loss")
+    compiled_state = compiled.state_dict()
+    for name, value in eager.state_dict().items():
+        assert_close(compiled_state[name], value, STEP_TOLERANCE, what=f"{name} after one step")
+    losses = [float(actual)]
+    sched = schedule(compiled_opt) if schedule else None
+    for _ in range(more_steps):
+        if sched is not None:
+            sched.step()
+        losses.append(float(traced(*batch, **{holder: compiled, "opt": compiled_opt, "gm": compiled_gm})))
+    assert losses[-1] < losses[0], losses
+    assert traced.cache_size == 1
+    return compiled
+
+
+def _digits(n, size, seed=0):
+    rng = np.random.default_rng(seed)
+    x = resnet.images(rng.random((n, 64)).astype(np.float32), size)
+    return x, rng.integers(0, 10, n).astype(np.int32)
+
+
+@pytest.mark.parametrize("arch", ["resnet18", "resnet50"])
+def test_resnet_step_compiled_equals_eager(arch):
+    make = lambda: resnet.ARCHS[arch](num_classes=10, cifar=True, width=4)  # noqa: E731
+    net = _compiled_equals_eager(make, lambda m: resnet.make_optimizer(m, 0.05), resnet.train_step, _digits(8, 8))
+    keys = list(net.state_dict())
+    assert keys[:3] == ["conv1.weight", "bn1.weight", "bn1.bias"]
+    assert "layer2.0.downsample.0.weight" in keys and "layer2.0.downsample.1.running_var" in keys
+    assert [k for k in keys if "running_" not in k][-2:] == ["fc.weight", "fc.bias"]  # parameters, then buffers
+    assert net.fc.weight.shape == (10, 4 * 8 * net.layer1[0].expansion)
+
+
+def test_resnet_layout_is_torchvisions():
+    net = resnet.resnet50(num_classes=10, cifar=False, width=2)
+    assert [type(b).__name__ for b in net.layer1] == ["Bottleneck"] * 3
+    assert [len(layer) for layer in (net.layer1, net.layer2, net.layer3, net.layer4)] == [3, 4, 6, 3]
+    assert net.fc.weight.shape == (10, 2 * 8 * 4)
+    assert tuple(net(ht.tensor(np.zeros((2, 3, 32, 32), np.float32))).shape) == (2, 10)
+
+
+def test_gpt_step_compiled_equals_eager():
+    k = 4
+    x, y = gpt.batch(np.random.default_rng(0), 8, k)
+
+    def make():
+        return gpt.gpt(n_layer=2, n_embd=16, n_head=2, block_size=2 * k + 1, vocab_size=gpt.VOCAB, bias=False)
+
+    def make_opt(model):
+        return model.configure_optimizers(weight_decay=0.1, learning_rate=3e-3, betas=(0.9, 0.95))
+
+    model = _compiled_equals_eager(
+        make, make_opt, gpt.train_step, [x, y], holder="model", schedule=lambda o: gpt.schedule(o, 2, 10)
+    )
+    keys = list(model.state_dict())
+    assert keys[:2] == ["transformer.wte.weight", "transformer.wpe.weight"]
+    assert "transformer.h.1.attn.c_attn.weight" in keys and "transformer.h.0.attn.bias" in keys
+    assert model.lm_head.weight is model.transformer.wte.weight  # tied: one parameter
+
+
+def test_unet_step_compiled_equals_eager():
+    rng = np.random.default_rng(0)
+    images, masks = unet.segmentation_data(rng.random((4, 64)).astype(np.float32), rng)
+    _compiled_equals_eager(
+        lambda: unet.unet(base=4), lambda m: ht.optim.Adam(m.parameters(), lr=1e-2), unet.train_step, [images, masks]
+    )

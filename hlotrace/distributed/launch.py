@@ -6,7 +6,13 @@ starts 2 processes of the script on this host with the environment ``dist.initia
 reads (a free local port for the coordinator unless ``--coordinator`` names one), prefixes
 each line of their output with ``[i]`` (the process index), forwards Ctrl-C (SIGINT) and
 SIGTERM to them, and when one fails stops the others and exits with the failed process's
-status (128 + N for a process ended by signal N). On several hosts run it once per host, with
+status (128 + N for a process ended by signal N). A process's stdout lines go to the
+launcher's stdout, its stderr lines to its stderr, each line whole. The runtime's chatter is
+left out unless ``--verbose``: Gloo's "[Gloo] Rank N is connected to M peer ranks" lines
+(printed by several threads at once, often garbled together) and XLA's C++ info and warning
+log lines (errors are kept). A progress bar (text rewritten after ``\r``) is redrawn in
+place, prefixed, when the launcher's stdout is a terminal; otherwise only its last state is
+written, once, when the process ends the line. On several hosts run it once per host, with
 the total process count, this host's first process index and a shared coordinator (process
 0's host), e.g. two hosts with 4 processes each:
 
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -74,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout", type=float, default=None, metavar="S", help="seconds every wait may take (HLOTRACE_DIST_TIMEOUT)"
     )
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="pass the runtime's chatter through: Gloo's connection lines and XLA's C++ info/warning logs",
+    )
     parser.add_argument("script", help="the Python script every process runs")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     return parser
@@ -114,14 +127,109 @@ def _check(parser, options) -> int:
     return total
 
 
-def _pump(index: int, stream, lock) -> None:
-    out = sys.stdout.buffer
-    prefix = f"[{index}] ".encode()
-    for line in iter(stream.readline, b""):
-        with lock:
-            out.write(prefix + line if line.endswith(b"\n") else prefix + line + b"\n")
-            out.flush()
+# The runtime's chatter, left out unless --verbose. Gloo prints one line per connected
+# rank from several threads at once (to stdout), so its lines arrive whole, cut or run
+# together: a line made only of the message's words is chatter. XLA logs through absl
+# (stderr): "I0000 00:00:1700000000.123456   12345 file.cc:123] text"; info and warnings go,
+# errors (E, F) stay. absl also announces "WARNING: All log messages before
+# absl::InitializeLog() is called are written to STDERR" once.
+_GLOO_MESSAGE = re.compile(
+    rb"\[Gloo\] Rank \d+ is connected to \d+ peer ranks\. Expected number of connected peer ranks is : \d+"
+)
+_GLOO_WORDS = frozenset(b"gloo rank is connected to peer ranks expected number of".split())
+_ABSL_LOG = re.compile(rb"^\s*[IW]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [\w.\-/]+:\d+\] ")
+_ABSL_NOTICE = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+# Set in each process unless --verbose or already set: XLA's C++ logging at warnings and up.
+QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "1"}
+
+
+def is_chatter(line: bytes) -> bool:
+    """Whether ``line`` (one line of a process's output, without its newline) is the
+    runtime's chatter that the launcher leaves out by default."""
+    text = _GLOO_MESSAGE.sub(b"", line).strip()
+    if not text:
+        return bool(line.strip())  # only Gloo messages (an empty line is the user's)
+    if text.startswith(_ABSL_NOTICE) or _ABSL_LOG.match(text):
+        return True
+    if b"[Gloo]" in line or b"peer ranks" in text:  # pieces of Gloo's lines, run together
+        return all(word in _GLOO_WORDS for word in re.findall(rb"[a-z]+", text.lower()))
+    return False
+
+
+class _Writer:
+    """Writes one process's lines (prefixed ``[i] ``) to ``out``: whole lines only, the
+    chatter left out unless ``verbose``; a progress bar redrawn in place on a terminal,
+    its last state only otherwise."""
+
+    def __init__(self, index: int, out, lock, verbose: bool, tty: bool):
+        self.prefix = f"[{index}] ".encode()
+        self.out, self.lock, self.verbose, self.tty = out, lock, verbose, tty
+        self.pending = b""  # the last text a \r would overwrite (not on a terminal)
+        self.on_screen = False  # a bar is drawn without its newline (on a terminal)
+
+    def _write(self, data: bytes) -> None:
+        with self.lock:
+            self.out.write(data)
+            self.out.flush()
+
+    def segment(self, text: bytes) -> None:
+        """Text that a ``\r`` ended: a progress bar's state."""
+        if not text or (not self.verbose and is_chatter(text)):
+            return
+        if self.tty:
+            self._write(b"\r" + self.prefix + text)
+            self.on_screen = True
+        else:
+            self.pending = text
+
+    def line(self, text: bytes) -> None:
+        """Text that a newline ended."""
+        text = text or self.pending
+        self.pending = b""
+        if text and not self.verbose and is_chatter(text):
+            text = b""
+            if not self.on_screen:
+                return
+        if self.on_screen:
+            self._write(b"\r" + self.prefix + text + b"\n" if text else b"\n")
+            self.on_screen = False
+        else:
+            self._write(self.prefix + text + b"\n")
+
+    def close(self) -> None:
+        if self.pending or self.on_screen:
+            self.line(b"")
+
+
+def _pump(stream, writer: _Writer) -> None:
+    """Copy a process's pipe to ``writer`` as lines and ``\r``-ended segments."""
+    read = getattr(stream, "read1", stream.read)
+    buffer = b""
+    while True:
+        chunk = read(65536)
+        if not chunk:
+            break
+        buffer += chunk
+        while True:
+            cut = min((i for i in (buffer.find(b"\n"), buffer.find(b"\r")) if i >= 0), default=-1)
+            if cut < 0:
+                break
+            text, end, buffer = buffer[:cut], buffer[cut : cut + 1], buffer[cut + 1 :]
+            if end == b"\n":
+                writer.line(text)
+            else:
+                writer.segment(text)
+    if buffer:
+        writer.line(buffer)
+    writer.close()
     stream.close()
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _status(returncode: int) -> int:
@@ -183,6 +291,9 @@ def main(argv=None) -> int:
             env = dict(os.environ)
             env.update({COORDINATOR_ENV: coordinator, NUM_PROCESSES_ENV: str(total), PROCESS_ID_ENV: str(index)})
             env["PYTHONUNBUFFERED"] = "1"
+            if not options.verbose:
+                for name, value in QUIET_ENV.items():
+                    env.setdefault(name, value)
             if options.cpu_devices is not None:
                 env[CPU_DEVICES_ENV] = str(options.cpu_devices)
             if options.timeout is not None:
@@ -192,13 +303,15 @@ def main(argv=None) -> int:
                 [sys.executable, options.script, *options.args],
                 env=env,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
+                stderr=subprocess.PIPE,
                 start_new_session=True,
             )
             children[index] = child
-            pump = threading.Thread(target=_pump, args=(index, child.stdout, lock), daemon=True)
-            pump.start()
-            pumps.append(pump)
+            for stream, out in ((child.stdout, sys.stdout), (child.stderr, sys.stderr)):
+                writer = _Writer(index, out.buffer, lock, options.verbose, _is_terminal(out))
+                pump = threading.Thread(target=_pump, args=(stream, writer), daemon=True)
+                pump.start()
+                pumps.append(pump)
         status, failed = 0, []  # failed: process indices in the order their failures were seen
         while True:
             running = [i for i, c in children.items() if c.poll() is None]

@@ -160,7 +160,7 @@ def softmax(x, axis=-1):
         return exps / sum(exps, axis=axis, keepdims=True)
 
 
-# -- nn and creation ops (hlotrace/ops/nn.py, hlotrace/ops/creation.py) -------------------
+# -- nn and creation ops (hlotrace/ops/nn.py, hlotrace/ops/creation/) --------------------
 def relu(x):
     """max(x, 0): NaN propagates, relu(-0.0) is +0.0 (integers and floats)."""
     return apply(_op("relu"), x)

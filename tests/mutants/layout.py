@@ -1,10 +1,14 @@
 """Mutants of hlotrace/lowering/rules/layout.py, and of the layout VJPs in
-hlotrace/ops/layout.py (see TESTING.md)."""
+hlotrace/ops/layout/ (see TESTING.md)."""
 
 from hlotrace.testing.mutation import Mutant
 
 FILE = "hlotrace/lowering/rules/layout.py"
-OPS = "hlotrace/ops/layout.py"
+BASE = "hlotrace/ops/layout/base.py"
+SHIFTS = "hlotrace/ops/layout/shifts.py"
+PADDING = "hlotrace/ops/layout/padding.py"
+REPEATS = "hlotrace/ops/layout/repeats.py"
+TRIANGLES = "hlotrace/ops/layout/triangles.py"
 
 MUTANTS = [
     Mutant(
@@ -42,7 +46,7 @@ MUTANTS = [
     ),
     Mutant(
         id="pad-reflect-as-symmetric",
-        file=OPS,
+        file=BASE,
         find="    period = 2 * size - 2\n    j = np.mod(i, period)\n    return np.where(j >= size, period - j, j)\n",
         replace="    period = 2 * size\n    j = np.mod(i, period)\n    return np.where(j >= size, period - 1 - j, j)\n",
         why="reflect repeats the edge element (NumPy's 'symmetric' mode) in the rule's index map",
@@ -111,7 +115,7 @@ MUTANTS = [
     # -- VJPs (killed by tests/test_gradients.py) --
     Mutant(
         id="roll-vjp-same-direction",
-        file=OPS,
+        file=SHIFTS,
         find="back = -shift if axis is None else tuple(-s for s in shift)",
         replace="back = shift",
         why="roll's cotangent is rolled forward again instead of back",
@@ -119,7 +123,7 @@ MUTANTS = [
     ),
     Mutant(
         id="pad-constant-vjp-from-origin",
-        file=OPS,
+        file=PADDING,
         find="F.getitem(ct, tuple(slice(b, b + d) for d, (b, _) in zip(x.shape, pad_width, strict=True)))",
         replace="F.getitem(ct, tuple(slice(0, d) for d, (b, _) in zip(x.shape, pad_width, strict=True)))",
         why="the cotangent of constant padding is sliced from the corner, not past the leading pad",
@@ -127,7 +131,7 @@ MUTANTS = [
     ),
     Mutant(
         id="pad-reflect-vjp-not-flipped",
-        file=OPS,
+        file=PADDING,
         find="piece, source = F.flip(piece, axis), source - length + 1",
         replace="piece, source = piece, source - length + 1",
         why="the cotangent of a mirrored run is added back in the wrong order",
@@ -135,7 +139,7 @@ MUTANTS = [
     ),
     Mutant(
         id="pad-edge-vjp-first-only",
-        file=OPS,
+        file=PADDING,
         find="            piece = F.sum(piece, axis=axis, keepdims=True)\n",
         replace="            piece = F.getitem(piece, (*lead, slice(0, 1)))\n",
         why="the edge element gets the cotangent of one of its copies instead of their sum",
@@ -143,7 +147,7 @@ MUTANTS = [
     ),
     Mutant(
         id="tile-vjp-sums-the-tensor-dims",
-        file=OPS,
+        file=REPEATS,
         find="axis=tuple(range(0, len(pairs), 2))",
         replace="axis=tuple(range(1, len(pairs), 2))",
         why="tile's cotangent is summed over the tensor's own dims instead of the reps",
@@ -151,7 +155,7 @@ MUTANTS = [
     ),
     Mutant(
         id="repeat-vjp-tile-order",
-        file=OPS,
+        file=REPEATS,
         find="pieces.append(F.sum(F.reshape(piece, (*lead, n, count, *rest)), axis=a + 1))",
         replace="pieces.append(F.sum(F.reshape(piece, (*lead, count, n, *rest)), axis=a))",
         why="repeat's cotangent is summed as if the whole run repeated (tile's order)",
@@ -159,7 +163,7 @@ MUTANTS = [
     ),
     Mutant(
         id="tril-vjp-passes-everything",
-        file=OPS,
+        file=TRIANGLES,
         find="vjp=lambda ct, out, x, *, k, _n=_name: (apply(get_op(_n), ct, k=k),),",
         replace="vjp=lambda ct, out, x, *, k, _n=_name: (ct,),",
         why="tril/triu pass the cotangent of the zeroed elements through",

@@ -1,6 +1,6 @@
-"""The composite layout functions (hlotrace/ops/layout.py re-exports them): stack, split,
+"""The composite layout functions (:mod:`hlotrace.ops.layout` re-exports them): stack, split,
 moveaxis, swapaxes and flatten, built from transpose, reshape, expand_dims, concat and
-getitem (recorded as those ops; no rule of their own). See layout.py for their semantics.
+getitem (recorded as those ops; no rule of their own). Semantics in :mod:`hlotrace.ops.layout`.
 """
 
 from __future__ import annotations

@@ -213,3 +213,51 @@ def _decode(node: dict, arrays: dict[str, np.ndarray]):
     if "tuple" in node:
         return tuple(_decode(v, arrays) for v in node["tuple"])
     raise ValueError(f"unknown entry {sorted(node)}")
+
+
+# -- safetensors ---------------------------------------------------------------------------------
+#
+# The format PyTorch checkpoints are shared in (Hugging Face's ``safetensors``): an 8-byte
+# little-endian header length, a JSON header ``{name: {"dtype", "shape", "data_offsets"}}`` and
+# the raw little-endian bytes. Read and written through the ``safetensors`` package's NumPy API
+# (``pip install safetensors``; no torch needed), which hlotrace's test extra installs.
+
+
+def _safetensors_numpy():
+    try:
+        import safetensors.numpy
+    except ImportError:  # pragma: no cover - the test extra installs it
+        raise HlotraceError(
+            "reading or writing .safetensors files needs the safetensors package (pip install safetensors; "
+            "it does not need torch)"
+        ) from None
+    return safetensors.numpy
+
+
+def save_safetensors(tensors, path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
+    """Write a flat ``{name: array or Tensor}`` dict as a ``.safetensors`` file (what
+    ``safetensors.torch.save_file`` writes for a PyTorch state dict; readable by PyTorch with
+    ``safetensors.torch.load_file``)."""
+    path = _writable_path(path)
+    arrays = {}
+    for name, value in dict(tensors).items():
+        if not isinstance(name, str):
+            raise HlotraceError(f"save_safetensors: key {name!r} is not a string")
+        array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+        arrays[name] = np.ascontiguousarray(array)
+    _safetensors_numpy().save_file(arrays, path, metadata=metadata)
+
+
+def load_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """``{name: NumPy array}`` of a ``.safetensors`` file (a PyTorch state dict saved with
+    ``safetensors.torch.save_file`` reads back with PyTorch's key names and layouts)."""
+    if not isinstance(path, str | os.PathLike):
+        raise argument_error("load_safetensors", "path", path, "a file path (str or os.PathLike)")
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise argument_error("load_safetensors", "path", path, "an existing .safetensors file")
+    try:
+        loaded = _safetensors_numpy().load_file(path)
+    except Exception as exc:  # the package raises its own SafetensorError for a damaged file
+        raise HlotraceError(f"load_safetensors: {path} is not a readable safetensors file: {exc}") from None
+    return {name: np.array(array, copy=True) for name, array in loaded.items()}

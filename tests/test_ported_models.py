@@ -119,3 +119,34 @@ def test_unet_step_compiled_equals_eager():
     _compiled_equals_eager(
         lambda: unet.unet(base=4), lambda m: ht.optim.Adam(m.parameters(), lr=1e-2), unet.train_step, [images, masks]
     )
+
+
+def test_a_resnet18_checkpoint_with_pytorchs_keys_loads_and_gives_the_same_outputs(tmp_path):
+    """Issue 36, item 6: a safetensors file holding a ResNet-18 state dict under PyTorch's keys
+    (with BatchNorm's num_batches_tracked, written with the safetensors package's NumPy API as
+    ``safetensors.torch.save_file`` would) loads into a fresh hlotrace ResNet-18: same outputs."""
+    import safetensors.numpy
+
+    ht.random.seed(1)
+    source = resnet.resnet18(num_classes=10, cifar=True, width=4)
+    for name, buf in source.named_buffers():  # non-trivial running statistics
+        buf._assign(ht.tensor(np.random.default_rng(len(name)).uniform(0.5, 1.5, buf.shape).astype(np.float32)))
+    checkpoint = nn_torch_keys(source)
+    assert "bn1.num_batches_tracked" in checkpoint and "layer1.0.bn2.num_batches_tracked" in checkpoint
+    path = tmp_path / "resnet18.safetensors"
+    safetensors.numpy.save_file(checkpoint, str(path))
+
+    ht.random.seed(2)
+    target = resnet.resnet18(num_classes=10, cifar=True, width=4)
+    assert ht.nn.load_torch_state_dict(target, str(path)) == ht.nn.IncompatibleKeys([], [])
+    x = ht.tensor(_digits(4, 8)[0])
+    for net in (source, target):
+        net.eval()
+    np.testing.assert_array_equal(target(x).numpy(), source(x).numpy())
+
+
+def nn_torch_keys(module) -> dict[str, np.ndarray]:
+    """PyTorch's state dict of the same model: hlotrace's keys, plus BatchNorm's counters."""
+    state = ht.nn.torch_state_dict(module)
+    assert set(state) - set(module.state_dict()) == {k for k in state if k.endswith("num_batches_tracked")}
+    return {k: (np.asarray(v + 3) if k.endswith("num_batches_tracked") else v) for k, v in state.items()}

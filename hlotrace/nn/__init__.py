@@ -19,6 +19,7 @@ from hlotrace.nn import (
     pooling,
     resample,
     sparse,
+    torch_checkpoint,
     transformer,
     utils,
 )
@@ -35,6 +36,7 @@ from hlotrace.nn.pooling import *  # noqa: F403
 from hlotrace.nn.resample import *  # noqa: F403
 from hlotrace.nn.sparse import *  # noqa: F403
 from hlotrace.nn.stacked import Stacked
+from hlotrace.nn.torch_checkpoint import *  # noqa: F403
 from hlotrace.nn.transformer import *  # noqa: F403
 
 __all__ = [
@@ -59,5 +61,6 @@ __all__ = [
     *pooling.__all__,
     *resample.__all__,
     *sparse.__all__,
+    *torch_checkpoint.__all__,
     *transformer.__all__,
 ]

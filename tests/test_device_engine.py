@@ -329,3 +329,20 @@ def test_a_hundred_thousand_eager_ops_hold_no_more_buffers_or_executables():
         dispatch.ENGINE[0] = previous
     assert len(engine) == 8
     assert ht.metrics()["eager_evictions"] - before == 12
+
+
+def test_selecting_the_device_engine_at_import_loads_nothing_until_the_first_op():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np, hlotrace as ht\n"
+        "assert ht.engines.current_eager_engine() == 'device'\n"
+        "assert 'jaxlib' not in sys.modules, 'jaxlib loaded by import hlotrace'\n"
+        "y = ht.tensor(np.ones(3, np.float32)) * 2.0\n"
+        "assert y._device is not None and y.numpy().tolist() == [2.0, 2.0, 2.0]\n"
+        "assert type(ht.dispatch.ENGINE[0]).__name__ == 'DeviceEngine'\n"
+    )
+    env = {**__import__("os").environ, "HLOTRACE_EAGER": "device"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

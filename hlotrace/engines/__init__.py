@@ -27,17 +27,42 @@ EAGER_ENV = "HLOTRACE_EAGER"
 _device_engines: dict = {}  # platform -> DeviceEngine
 
 
+def _device_engine():
+    engine = _device_engines.get(None)
+    if engine is None:
+        from hlotrace.engines.device import DeviceEngine  # lazy: loads the lowering and runtime layers
+
+        engine = _device_engines[None] = DeviceEngine()
+    return engine
+
+
+class _DeviceOnFirstUse:
+    """The device engine before its first op: selecting it (at ``import hlotrace``) costs
+    nothing; the first eager op or device copy loads jaxlib, makes the engine and puts it in
+    this placeholder's slots."""
+
+    def __call__(self, op, attrs, tensors, out_aval, key=None):
+        return self._resolve()(op, attrs, tensors, out_aval, key)
+
+    def copy(self, t):
+        return self._resolve().copy(t)
+
+    def _resolve(self):
+        engine = _device_engine()
+        if dispatch.ENGINE[0] is self:
+            _select(engine)
+        return engine
+
+
+_LAZY_DEVICE = _DeviceOnFirstUse()
+
+
 def _engine(name: str):
     if name not in ENGINES:
         raise HlotraceError(f"unknown eager engine {name!r}: expected one of {', '.join(ENGINES)}")
     if name == "numpy":
         return None
-    from hlotrace.engines.device import DeviceEngine  # loads the lowering and runtime layers
-
-    engine = _device_engines.get(None)
-    if engine is None:
-        engine = _device_engines[None] = DeviceEngine()
-    return engine
+    return _device_engines.get(None) or _LAZY_DEVICE
 
 
 def _select(engine) -> None:

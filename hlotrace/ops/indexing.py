@@ -150,6 +150,37 @@ def _getitem_reference(x, *, index):
     return x[tuple(_from_canonical(entry) for entry in index)]
 
 
+def _basic_index_item(s, draw, dim):
+    """An int (in bounds, either sign) or a slice with bounds that may lie out of range."""
+    if dim and draw(s.st.integers(0, 2)) == 0:
+        return draw(s.st.integers(-dim, dim - 1))
+    bound = s.st.one_of(s.st.none(), s.st.integers(-dim - 3, dim + 3))
+    step = s.st.sampled_from([None, 1, 2, 3, -1, -2, -3])
+    return slice(draw(bound), draw(bound), draw(step))
+
+
+def getitem_sample(s):
+    """A random valid basic index: ints, slices, None and at most one Ellipsis."""
+
+    @s.st.composite
+    def sample(draw):
+        dtype, shape = draw(s.dtypes(s.ALL)), draw(s.shapes())
+        rank = len(shape)
+        ellipsis = draw(s.st.booleans())
+        lead = draw(s.st.integers(0, rank))
+        tail = draw(s.st.integers(0, rank - lead)) if ellipsis else 0
+        items = [_basic_index_item(s, draw, d) for d in shape[:lead]]
+        if ellipsis:
+            items.append(Ellipsis)
+        items += [_basic_index_item(s, draw, d) for d in shape[rank - tail :]]
+        for _ in range(draw(s.st.integers(0, 2))):
+            items.insert(draw(s.st.integers(0, len(items))), None)
+        index = items[0] if len(items) == 1 and draw(s.st.booleans()) else tuple(items)
+        return s.OpSample((draw(s.distinct_arrays(dtype, shape)),), {"index": index})
+
+    return sample()
+
+
 register_op(
     OpDef(
         name="getitem",
@@ -157,7 +188,7 @@ register_op(
         reference=_getitem_reference,
         infer=getitem_infer,
         canonicalize=_getitem_canonicalize,
-        sample=lambda s: s.getitem_sample(),
+        sample=getitem_sample,
         vjp=lambda ct, out, x, *, index: (F.getitem_transpose(ct, x.shape, index),),
         doc="basic indexing x[index]: ints, slices (any step), None, Ellipsis",
     )
@@ -190,7 +221,7 @@ def _transpose_reference(x, *, shape, index):
 def _transpose_sample(s):
     @s.st.composite
     def sample(draw):
-        base = draw(s.getitem_sample())
+        base = draw(getitem_sample(s))
         x, attrs = base.args[0], base.attrs
         index = _getitem_canonicalize((Aval(x.shape, x.dtype),), attrs)["index"]
         selected = getitem_infer(Aval(x.shape, x.dtype), index=index).shape

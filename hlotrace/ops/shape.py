@@ -2,7 +2,8 @@
 
 Every op has a ``canonicalize`` hook, so recorded attributes are explicit and final: shapes
 without -1, non-negative sorted axes, an explicit permutation. Canonical attributes are
-accepted again unchanged, so replaying a trace eagerly gives the same record.
+accepted again unchanged, so replaying a trace eagerly gives the same record. Operands of
+the sample strategies are distinct values (``s.distinct_arrays``), so a misplaced element shows.
 """
 
 from __future__ import annotations
@@ -45,6 +46,16 @@ def _attr(attrs: dict, name: str, op: str):
     return attrs[name]
 
 
+def _maybe_negative(s, draw, axis, rank):
+    """``axis`` or its negative alias, so canonicalization of both forms is exercised."""
+    return axis - rank if draw(s.st.booleans()) else axis
+
+
+def _axis_attr(s, draw, axes):
+    """A tuple of axes, or a bare int when there is one."""
+    return axes[0] if len(axes) == 1 and draw(s.st.booleans()) else tuple(axes)
+
+
 # -- reshape ----------------------------------------------------------------------------
 
 
@@ -68,6 +79,33 @@ def _reshape_canonicalize(avals, attrs):
     return {"shape": shape}
 
 
+def _reshape_sample(s):
+    """A target shape with the same size; sometimes one -1 (also for zero-size inputs)."""
+
+    @s.st.composite
+    def sample(draw):
+        dtype, shape = draw(s.dtypes(s.ALL)), draw(s.shapes())
+        size = int(np.prod(shape))
+        rank = draw(s.st.integers(0 if size == 1 else 1, 4))
+        if size == 0:
+            target = draw(s.st.lists(s.st.integers(0, 4), min_size=rank, max_size=rank))
+            if 0 not in target:
+                target[draw(s.st.integers(0, rank - 1))] = draw(s.st.sampled_from([0, -1]))
+        else:
+            target = [1] * rank
+            n, p = size, 2
+            while n > 1:  # spread the prime factors of size over the target dims
+                while n % p == 0:
+                    target[draw(s.st.integers(0, rank - 1))] *= p
+                    n //= p
+                p += 1
+            if rank and draw(s.st.booleans()):
+                target[draw(s.st.integers(0, rank - 1))] = -1
+        return s.OpSample((draw(s.distinct_arrays(dtype, shape)),), {"shape": tuple(target)})
+
+    return sample()
+
+
 register_op(
     OpDef(
         name="reshape",
@@ -75,7 +113,7 @@ register_op(
         reference=lambda x, *, shape: np.reshape(x, shape),
         infer=lambda x, *, shape: Aval(shape, x.dtype),
         canonicalize=_reshape_canonicalize,
-        sample=lambda s: s.reshape_sample(),
+        sample=_reshape_sample,
         vjp=lambda ct, out, x, *, shape: (F.reshape(ct, x.shape),),
         doc="reshape (row-major); one dim may be -1; stored shape has it resolved",
     )
@@ -100,6 +138,20 @@ def _transpose_canonicalize(avals, attrs):
     return {"perm": normalized}
 
 
+def _transpose_sample(s):
+    @s.st.composite
+    def sample(draw):
+        dtype, shape = draw(s.dtypes(s.ALL)), draw(s.shapes())
+        rank = len(shape)
+        if draw(s.st.integers(0, 4)) == 0:
+            perm = None
+        else:
+            perm = tuple(_maybe_negative(s, draw, p, rank) for p in draw(s.st.permutations(range(rank))))
+        return s.OpSample((draw(s.distinct_arrays(dtype, shape)),), {"perm": perm})
+
+    return sample()
+
+
 register_op(
     OpDef(
         name="transpose",
@@ -107,7 +159,7 @@ register_op(
         reference=lambda x, *, perm: np.transpose(x, perm),
         infer=lambda x, *, perm: Aval(tuple(x.shape[p] for p in perm), x.dtype),
         canonicalize=_transpose_canonicalize,
-        sample=lambda s: s.transpose_sample(),
+        sample=_transpose_sample,
         vjp=lambda ct, out, x, *, perm: (F.transpose(ct, tuple(sorted(range(len(perm)), key=perm.__getitem__))),),
         doc="permute dims; perm None reverses them; stored perm is explicit and non-negative",
     )
@@ -132,6 +184,20 @@ def _broadcast_to_canonicalize(avals, attrs):
     return {"shape": shape}
 
 
+def _broadcast_to_sample(s):
+    """A target shape and an input that is a suffix of it with some dims set to 1."""
+
+    @s.st.composite
+    def sample(draw):
+        dtype, target = draw(s.dtypes(s.ALL)), draw(s.shapes())
+        rank = draw(s.st.integers(0, len(target)))
+        suffix = target[len(target) - rank :]
+        shape = tuple(1 if draw(s.st.booleans()) else d for d in suffix)
+        return s.OpSample((draw(s.distinct_arrays(dtype, shape)),), {"shape": tuple(target)})
+
+    return sample()
+
+
 register_op(
     OpDef(
         name="broadcast_to",
@@ -139,7 +205,7 @@ register_op(
         reference=lambda x, *, shape: np.broadcast_to(x, shape),
         infer=lambda x, *, shape: Aval(shape, x.dtype),
         canonicalize=_broadcast_to_canonicalize,
-        sample=lambda s: s.broadcast_to_sample(),
+        sample=_broadcast_to_sample,
         vjp=lambda ct, out, x, *, shape: (ct,),  # the engine sums ct over the broadcast dims
         doc="NumPy broadcast_to: trailing dims match or are 1",
     )
@@ -166,6 +232,18 @@ def _expand_dims_infer(x: Aval, *, axis) -> Aval:
     return Aval(tuple(1 if i in axis else next(dims) for i in range(rank)), x.dtype)
 
 
+def _expand_dims_sample(s):
+    @s.st.composite
+    def sample(draw):
+        dtype, shape = draw(s.dtypes(s.ALL)), draw(s.shapes(max_dims=3))
+        out_rank = len(shape) + draw(s.st.integers(0, 3))
+        axes = draw(s.st.permutations(range(out_rank)))[: out_rank - len(shape)]
+        axes = [_maybe_negative(s, draw, a, out_rank) for a in axes]
+        return s.OpSample((draw(s.distinct_arrays(dtype, shape)),), {"axis": _axis_attr(s, draw, axes)})
+
+    return sample()
+
+
 register_op(
     OpDef(
         name="expand_dims",
@@ -173,7 +251,7 @@ register_op(
         reference=lambda x, *, axis: np.expand_dims(x, axis),
         infer=_expand_dims_infer,
         canonicalize=_expand_dims_canonicalize,
-        sample=lambda s: s.expand_dims_sample(),
+        sample=_expand_dims_sample,
         vjp=lambda ct, out, x, *, axis: (F.reshape(ct, x.shape),),
         doc="insert size-1 dims at axis (int or tuple, positions in the result)",
     )
@@ -192,6 +270,22 @@ def _squeeze_canonicalize(avals, attrs):
     return {"axis": axes}
 
 
+def _squeeze_sample(s):
+    @s.st.composite
+    def sample(draw):
+        dtype = draw(s.dtypes(s.ALL))
+        shape = tuple(draw(s.st.lists(s.st.sampled_from([0, 1, 1, 2, 3]), max_size=4)))
+        ones = [i for i, d in enumerate(shape) if d == 1]
+        if draw(s.st.booleans()):
+            axis = None
+        else:
+            chosen = draw(s.st.lists(s.st.sampled_from(ones), unique=True)) if ones else []
+            axis = _axis_attr(s, draw, [_maybe_negative(s, draw, a, len(shape)) for a in chosen])
+        return s.OpSample((draw(s.distinct_arrays(dtype, shape)),), {"axis": axis})
+
+    return sample()
+
+
 register_op(
     OpDef(
         name="squeeze",
@@ -199,7 +293,7 @@ register_op(
         reference=lambda x, *, axis: np.squeeze(x, axis),
         infer=lambda x, *, axis: Aval(tuple(d for i, d in enumerate(x.shape) if i not in axis), x.dtype),
         canonicalize=_squeeze_canonicalize,
-        sample=lambda s: s.squeeze_sample(),
+        sample=_squeeze_sample,
         vjp=lambda ct, out, x, *, axis: (F.reshape(ct, x.shape),),
         doc="remove size-1 dims (all of them when axis is None); stored axis is explicit",
     )
@@ -246,6 +340,24 @@ def _concat_vjp(ct, out, *inputs, axis):
     return tuple(grads)
 
 
+def _concat_sample(s):
+    """1–4 operands of mixed dtypes that agree on every dim but the (random) axis."""
+
+    @s.st.composite
+    def sample(draw):
+        base = list(draw(s.shapes(min_dims=1)))
+        axis = draw(s.st.integers(0, len(base) - 1))
+        first = draw(s.dtypes(s.ALL))
+        args = []
+        for _ in range(draw(s.st.integers(1, 4))):
+            base[axis] = draw(s.st.integers(0, 4))
+            dtype = draw(s.other_dtypes(first))
+            args.append(draw(s.distinct_arrays(dtype, tuple(base))))
+        return s.OpSample(tuple(args), {"axis": _maybe_negative(s, draw, axis, len(base))})
+
+    return sample()
+
+
 register_op(
     OpDef(
         name="concat",
@@ -253,7 +365,7 @@ register_op(
         reference=_concat_reference,
         infer=_concat_infer,
         canonicalize=_concat_canonicalize,
-        sample=lambda s: s.concat_sample(),
+        sample=_concat_sample,
         variadic=True,
         vjp=_concat_vjp,
         doc="concatenate along axis; dtypes promote across all inputs",

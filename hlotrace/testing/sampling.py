@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from hlotrace import dtypes as dt
 from hlotrace.ops.common import random_shape
-from hlotrace.testing.values import INT32_MAX, INT32_MIN, LITERALS, Values, nudge
+from hlotrace.testing.values import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, LITERALS, Values, nudge
 
 ALL = dt.SUPPORTED
 NUMERIC = (dt.int32, dt.int64, dt.float16, dt.bfloat16, dt.float32, dt.float64)
@@ -163,6 +163,35 @@ def long_arrays(draw, dtype, shape, elements: Values | None = None):
         planted[special] = rng.choice(np.array([np.nan, np.nan, np.inf, -np.inf]), int(special.sum()))
     flat[rng.integers(0, max(size, 1), count)] = planted
     return flat.reshape(shape).astype(dtype)
+
+
+@st.composite
+def distinct_arrays(draw, dtype, shape):
+    """Arrays whose elements differ from each other, so a misplaced element shows.
+
+    Hypothesis fills most of an array from ``arrays`` with one value, which hides
+    permutation and offset bugs in shape and indexing ops. Values here are a seeded
+    shuffle of distinct integers (bool: random bits); NaN, ±inf and -0.0 drawn by
+    ``arrays`` are kept where they fall.
+    """
+    dtype = np.dtype(dtype)
+    base = draw(arrays(dtype, shape))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if dtype == dt.bool_:
+        return rng.integers(0, 2, base.shape).astype(bool)
+    values = (rng.permutation(base.size) - base.size // 2).reshape(base.shape)
+    if dtype == dt.int32:
+        # Sometimes near an end of the range or past 2**24, where float32 loses integers.
+        offset = draw(st.sampled_from((0, 2**24 + base.size, INT32_MAX - base.size, INT32_MIN + base.size)))
+        return (values + offset).astype(dtype)
+    if dtype == dt.int64:
+        # Sometimes past 2**53 (where float64 loses integers), past int32 or near the ends.
+        offsets = (0, 2**53 + base.size, INT32_MAX + base.size, INT64_MAX - base.size, INT64_MIN + base.size)
+        return (values + draw(st.sampled_from(offsets))).astype(dtype)
+    values = values.astype(dtype)
+    wide = base.astype(np.float64)
+    special = ~np.isfinite(wide) | ((wide == 0) & np.signbit(wide))
+    return np.where(special, base, values)
 
 
 @st.composite

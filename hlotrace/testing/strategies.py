@@ -1,14 +1,13 @@
 """The namespace op sample strategies see as ``s``: ``sample=lambda s: s.elementwise(2, s.ALL)``.
 
 Everything here is re-exported from :mod:`.values` (element values: general, boundary and
-special), :mod:`.sampling` (arrays, shapes, operand sets, captured constants) and
-:mod:`.shape_samples` (shape and indexing ops), plus hypothesis's ``st``; an op family may
-also build its own composite strategy from these (see ``hlotrace/ops/reduction.py``).
+special) and :mod:`.sampling` (arrays, shapes, operand sets, captured constants), plus hypothesis's
+``st``; an op family builds its own composite strategies from these, beside its ops (see
+``hlotrace/ops/shape.py``, ``hlotrace/ops/layout/samples.py``).
 """
 
 from hypothesis import strategies as st
 
-import hlotrace.testing.layout_samples as layout_samples
 from hlotrace.testing.sampling import (
     ALL,
     FLOATS,
@@ -17,6 +16,7 @@ from hlotrace.testing.sampling import (
     arrays,
     astype_sample,
     axis_choice,
+    distinct_arrays,
     dtypes,
     elementwise,
     fit_int_scalars,
@@ -33,16 +33,6 @@ from hlotrace.testing.sampling import (
     where_sample,
     with_captures,
 )
-from hlotrace.testing.shape_samples import (
-    broadcast_to_sample,
-    concat_sample,
-    distinct_arrays,
-    expand_dims_sample,
-    getitem_sample,
-    reshape_sample,
-    squeeze_sample,
-    transpose_sample,
-)
 from hlotrace.testing.values import SPECIAL_FLOATS, Values, boundary_values
 
 __all__ = [
@@ -56,27 +46,19 @@ __all__ = [
     "astype_sample",
     "axis_choice",
     "boundary_values",
-    "broadcast_to_sample",
-    "concat_sample",
     "distinct_arrays",
     "dtypes",
     "elementwise",
-    "expand_dims_sample",
     "fit_int_scalars",
     "generator",
-    "getitem_sample",
-    "layout_samples",
     "long_arrays",
     "other_dtypes",
     "pinned_dtype",
     "power_sample",
     "random_shape",
-    "reshape_sample",
     "scalar_of",
     "shapes",
-    "squeeze_sample",
     "st",
-    "transpose_sample",
     "unary_range",
     "values",
     "where_sample",

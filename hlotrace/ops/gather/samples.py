@@ -13,7 +13,7 @@ from hlotrace.ops.gather.common import (
     operand_shape,
     take_shape,
 )
-from hlotrace.ops.indexing import _getitem_canonicalize, getitem_infer
+from hlotrace.ops.indexing import _getitem_canonicalize, getitem_infer, getitem_sample
 from hlotrace.ops.registry import Aval
 
 
@@ -157,7 +157,7 @@ def _value(s, draw, rng, dtype, target, keep_ones=()):
 def setitem_sample(s):
     @s.st.composite
     def sample(draw):
-        base = draw(s.getitem_sample())
+        base = draw(getitem_sample(s))
         x, index = base.args[0], base.attrs["index"]
         aval = Aval(x.shape, x.dtype)
         selected = getitem_infer(aval, **_getitem_canonicalize((aval,), {"index": index})).shape

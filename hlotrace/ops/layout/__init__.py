@@ -2,7 +2,7 @@
 moveaxis, swapaxes, flatten (composites of transpose, reshape, expand_dims, concat and
 getitem, recorded as those ops). ``eye`` and ``linspace`` (hlotrace/ops/creation/) are
 re-exported here (hlotrace.functional imports this package's ``__all__``). Every dtype is
-admitted; results keep the input's dtype. Sample strategies: hlotrace/testing/layout_samples.py.
+admitted; results keep the input's dtype. Sample strategies: samples.py.
 
 Semantics (NumPy's unless stated; each reference below is the definition the rules match):
 
@@ -47,12 +47,12 @@ elements, added up); tile and repeat reshape and sum; tril/triu apply themselves
 cotangent.
 
 The family is a package, each module importing only those before it: ``base`` (attribute
-checks, the index maps the rules share), ``shifts`` (flip, roll), ``padding`` (pad),
+checks, the index maps the rules share), ``samples`` (the sample strategies), ``shifts`` (flip, roll), ``padding`` (pad),
 ``repeats`` (tile, repeat), ``triangles`` (tril, triu), ``composites`` (stack, split,
 moveaxis, swapaxes, flatten).
 """
 
-from hlotrace.ops.layout import base, shifts, padding, repeats, triangles, composites  # noqa: F401, I001  (in dependency order)
+from hlotrace.ops.layout import base, samples, shifts, padding, repeats, triangles, composites  # noqa: F401, I001  (in dependency order)
 from hlotrace.ops.creation import eye, linspace
 from hlotrace.ops.layout.base import FAMILY, PAD_MODES, index_runs, pad_indices  # noqa: F401
 from hlotrace.ops.layout.composites import flatten, moveaxis, split, stack, swapaxes

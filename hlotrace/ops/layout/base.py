@@ -1,6 +1,5 @@
 """The layout family's helpers: attribute checks, the index maps the rules share
-(:func:`index_runs`, :func:`pad_indices`) and the sample lookup (semantics in
-:mod:`hlotrace.ops.layout`)."""
+(:func:`index_runs`, :func:`pad_indices`) (semantics in :mod:`hlotrace.ops.layout`)."""
 
 from __future__ import annotations
 
@@ -51,12 +50,3 @@ def pad_indices(size: int, before: int, after: int, mode: str) -> np.ndarray:
 
 def _same_aval(x: Aval, **attrs) -> Aval:
     return x
-
-
-def _sample(name):
-    """The op's sample strategy, from hlotrace/testing/layout_samples.py (tests only)."""
-
-    def sample(s):
-        return getattr(s.layout_samples, name)(s)
-
-    return sample

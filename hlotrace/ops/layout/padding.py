@@ -8,7 +8,8 @@ from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F
 from hlotrace.ops.creation.base import _scalar_kind, canonical_value
-from hlotrace.ops.layout.base import FAMILY, PAD_MODES, _check_attrs, _sample, index_runs, pad_indices
+from hlotrace.ops.layout.base import FAMILY, PAD_MODES, _check_attrs, index_runs, pad_indices
+from hlotrace.ops.layout.samples import pad_sample
 from hlotrace.ops.registry import Aval, OpDef, get_op, register_op
 
 __all__ = ["pad"]
@@ -99,7 +100,7 @@ register_op(
         reference=_pad_reference,
         infer=_pad_infer,
         canonicalize=_pad_canonicalize,
-        sample=_sample("pad_sample"),
+        sample=pad_sample,
         vjp=_pad_vjp,
         doc="np.pad with mode 'constant' (value), 'reflect' or 'edge'",
     )

@@ -10,7 +10,8 @@ import numpy as np
 from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axis
-from hlotrace.ops.layout.base import FAMILY, _check_attrs, _sample
+from hlotrace.ops.layout.base import FAMILY, _check_attrs
+from hlotrace.ops.layout.samples import repeat_sample, tile_sample
 from hlotrace.ops.registry import Aval, OpDef, get_op, register_op
 from hlotrace.ops.shape import _as_int as _int
 from hlotrace.ops.shape import _int_tuple as _ints
@@ -52,7 +53,7 @@ register_op(
         reference=lambda x, *, reps: np.tile(x, reps),
         infer=_tile_infer,
         canonicalize=_tile_canonicalize,
-        sample=_sample("tile_sample"),
+        sample=tile_sample,
         vjp=_tile_vjp,
         doc="np.tile: the whole tensor repeated reps times per dim (leading dims added as needed)",
     )
@@ -123,7 +124,7 @@ register_op(
         reference=lambda x, *, repeats, axis: np.repeat(x, repeats, axis),
         infer=_repeat_infer,
         canonicalize=_repeat_canonicalize,
-        sample=_sample("repeat_sample"),
+        sample=repeat_sample,
         vjp=_repeat_vjp,
         doc="np.repeat: each element repeated along axis (None: flattened); int or per-element counts",
     )

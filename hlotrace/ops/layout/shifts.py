@@ -10,7 +10,8 @@ import numpy as np
 from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axes, normalize_axis
-from hlotrace.ops.layout.base import FAMILY, _check_attrs, _same_aval, _sample
+from hlotrace.ops.layout.base import FAMILY, _check_attrs, _same_aval
+from hlotrace.ops.layout.samples import flip_sample, roll_sample
 from hlotrace.ops.registry import OpDef, get_op, register_op
 from hlotrace.ops.shape import _int_tuple as _ints
 
@@ -35,7 +36,7 @@ register_op(
         ],
         infer=_same_aval,
         canonicalize=_flip_canonicalize,
-        sample=_sample("flip_sample"),
+        sample=flip_sample,
         vjp=lambda ct, out, x, *, axis: (F.flip(ct, axis),),
         doc="reverse the elements along axis (None: all axes)",
     )
@@ -83,7 +84,7 @@ register_op(
         reference=_roll_reference,
         infer=_same_aval,
         canonicalize=_roll_canonicalize,
-        sample=_sample("roll_sample"),
+        sample=roll_sample,
         vjp=_roll_vjp,
         doc="np.roll: shift elements along axis (None: the flattened tensor), wrapping around",
     )

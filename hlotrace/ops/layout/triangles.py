@@ -7,7 +7,8 @@ import numpy as np
 
 from hlotrace.dispatch import apply
 from hlotrace.errors import ShapeDtypeError
-from hlotrace.ops.layout.base import FAMILY, _check_attrs, _same_aval, _sample
+from hlotrace.ops.layout.base import FAMILY, _check_attrs, _same_aval
+from hlotrace.ops.layout.samples import triangle_sample
 from hlotrace.ops.registry import OpDef, get_op, register_op
 from hlotrace.ops.shape import _as_int as _int
 
@@ -40,7 +41,7 @@ for _name, _numpy, _doc in [
             reference=lambda x, *, k, _f=_numpy: _f(x, k),
             infer=_same_aval,
             canonicalize=_triangle_canonicalize(_name),
-            sample=_sample("triangle_sample"),
+            sample=triangle_sample,
             vjp=lambda ct, out, x, *, k, _n=_name: (apply(get_op(_n), ct, k=k),),
             doc=_doc,
         )

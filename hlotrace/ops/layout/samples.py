@@ -1,6 +1,6 @@
-"""Sample strategies of the layout ops (hlotrace/ops/layout.py); each takes the strategies
-namespace ``s`` and returns a strategy of OpSample. Operands are distinct values (a
-misplaced element shows) of every dtype, at most ~128 elements before padding or tiling.
+"""The layout family's sample strategies (``s`` is hlotrace.testing.strategies, passed in);
+each returns a strategy of OpSample. Operands are distinct values (a misplaced element shows)
+of every dtype, at most ~128 elements before padding or tiling.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from hlotrace import dtypes as dt
-from hlotrace.ops.layout import PAD_MODES
+from hlotrace.ops.layout.base import PAD_MODES
 
 
 def flip_sample(s):

@@ -24,6 +24,17 @@ _BARRIER = "stablehlo.optimization_barrier"
 _library_versions: dict = {}
 
 
+def _nothing_in_background(key):
+    return None
+
+
+# A slot that runtime.tiered fills when it is imported (it imports this module, never the
+# reverse): ``in_background(key)`` is the optimized executable a tiered first call compiles
+# in the background for the in-process cache key ``key``, waited for; None when none is (or
+# that compile failed).
+in_background = _nothing_in_background
+
+
 class Target:
     """What a module compiles for: one device (``fast``: XLA:CPU's quick options, for a tiered
     first call) or every device of a mesh (``spmd_options``: jaxlib_spmd's compile options,
@@ -132,12 +143,9 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     hit = cached(key)
     if hit is not None:
         return hit
-    import hlotrace.runtime.tiered as tiered  # (tiered imports this module)
-
-    if key in tiered.pending:  # compiling in the background (a tiered first call): wait for it
-        exe = tiered.pending[key].result()
-        if exe is not None:
-            return exe
+    exe = in_background(key)  # compiling in the background (a tiered first call): wait for it
+    if exe is not None:
+        return exe
     target = Target(client(platform), (device,), disabled_xla_passes)
     loaded, seconds, from_disk = load_or_compile(target, module_text, in_avals, out_avals)
     return keep(key, make_executable(loaded, device, in_avals, out_avals, seconds, from_disk))

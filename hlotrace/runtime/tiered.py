@@ -137,6 +137,16 @@ class Upgrade:
         return self.executable
 
 
+def _in_background(key):
+    """The optimized executable compiled in the background for ``key`` (waited for; fills
+    :data:`compiler.in_background`), else None."""
+    upgrade = pending.get(key)
+    return None if upgrade is None else upgrade.result()
+
+
+compiler.in_background = _in_background
+
+
 def compile_first(module_text: str, in_avals, out_avals, *, platform: str | None = None, setting: bool | None = None):
     """(executable for the first call, Upgrade or None) for one-device StableHLO text.
 

@@ -27,3 +27,20 @@ CASES = [
 def test_device_engine_matches_the_reference(name, dtype, hypothesis_base_seed):
     examples = max(1, round(settings.default.max_examples * ENGINE_EXAMPLE_SHARE))
     property_test(OPS[name], hypothesis_base_seed, dtype, checker=check_device_engine, max_examples=examples)()
+
+
+def test_the_expected_values_come_from_the_numpy_references_under_either_engine():
+    """The oracle never runs on the engine it checks: with the device engine selected for
+    the process (HLOTRACE_EAGER=device), check.run_eager and the gradient checks still compute
+    with the NumPy references (a sample's expected value costs no device execution)."""
+    import hlotrace as ht
+    from hlotrace.engines import eager_engine
+    from hlotrace.testing.check import run_eager
+    from hlotrace.testing.sampling import OpSample
+
+    sample = OpSample((np.arange(4, dtype=np.float32), np.ones(4, np.float32)), {}, ())
+    with eager_engine("device"):
+        before = ht.metrics()["eager_executions"]
+        expected = run_eager(OPS["add"], sample)
+        assert ht.metrics()["eager_executions"] == before
+    np.testing.assert_array_equal(expected, np.arange(4) + 1.0)

@@ -4,6 +4,7 @@ property_test: the seeded hypothesis test that tests/test_op_properties.py runs 
 
 from __future__ import annotations
 
+import functools
 import os
 import zlib
 
@@ -15,6 +16,7 @@ from hlotrace import config
 from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
 from hlotrace.dtypes import FLOATING
+from hlotrace.engines import eager_engine
 from hlotrace.ops.registry import OpDef
 from hlotrace.tensor import Tensor
 from hlotrace.testing.sampling import OpSample
@@ -43,6 +45,20 @@ def _as_operand(value):
     return Tensor._from_array(np.array(value)) if isinstance(value, np.ndarray) else value
 
 
+def on_numpy_engine(fn):
+    """``fn`` run with the NumPy eager engine, whatever engine the process uses: the
+    references are the oracle, so the op's own NumPy reference computes every expected
+    value (the device engine is checked against them, tests/test_engine_column.py)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with eager_engine("numpy"):
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
+@on_numpy_engine
 def run_eager(op: OpDef, sample: OpSample) -> np.ndarray:
     return apply(op, *[_as_operand(a) for a in sample.args], **sample.attrs).numpy()
 

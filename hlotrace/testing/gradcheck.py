@@ -25,7 +25,7 @@ from hlotrace.autodiff import grad, vjp
 from hlotrace.dispatch import apply
 from hlotrace.ops.registry import OpDef, is_differentiable
 from hlotrace.tensor import Tensor
-from hlotrace.testing.check import _as_operand, example_seed
+from hlotrace.testing.check import _as_operand, example_seed, on_numpy_engine
 from hlotrace.testing.sampling import OpSample
 from hlotrace.testing.tolerances import (
     CANCELLING_GRADIENTS,
@@ -87,6 +87,7 @@ def _operands(args):
     return [_as_operand(a) for a in args]
 
 
+@on_numpy_engine
 def check_vjp_fd(op: OpDef, sample: OpSample, rng: np.random.Generator) -> int:
     """Assert the eager VJP of ``op`` matches finite differences; returns how many elements
     were compared (0 when the sample has nothing differentiable)."""
@@ -222,6 +223,7 @@ def _flush_scalar(value, tiny: float):
     return float(np.copysign(0.0, value)) if isinstance(value, float) and 0 < abs(value) < tiny else value
 
 
+@on_numpy_engine
 def check_compiled_grad(op: OpDef, sample: OpSample, rng: np.random.Generator) -> bool:
     """Assert ``xla_trace(grad(f))`` equals eager ``grad(f)``; False when nothing is differentiable."""
     from hlotrace.jit import xla_trace

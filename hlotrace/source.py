@@ -29,8 +29,13 @@ def user_location(skip: int = 1) -> SourceLocation | None:
     """
     frame = sys._getframe(skip)
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_PACKAGE_DIR):
-            return SourceLocation(filename, frame.f_lineno, frame.f_code.co_name)
+        code = frame.f_code
+        if not code.co_filename.startswith(_PACKAGE_DIR):
+            # tuple.__new__: what the NamedTuple's __new__ does, without its Python frame (this
+            # runs for every eager op: the result's origin).
+            return _new(SourceLocation, (code.co_filename, frame.f_lineno, code.co_name))
         frame = frame.f_back
     return None
+
+
+_new = tuple.__new__

@@ -66,26 +66,34 @@ class DeviceEngine:
                 if len(self._runners) > self.capacity:
                     self._runners.popitem(last=False)
                     COUNTS["eager_evictions"] += 1
-        buffers = []
-        for index, t in enumerate(tensors):
-            buffer = t._device
+        buffers = [t._device for t in tensors]
+        for buffer in buffers:  # not ``None in buffers``: that asks each jax array ``== None`` (2 us)
             if buffer is None:
-                if t._origin is SCALAR_OPERAND:  # lr, 0.9, 1: copied to the device once per value
-                    host = t._host
-                    scalar_key = (host.dtype, host.tobytes())
-                    buffer = self._scalars.get(scalar_key)
-                    if buffer is None:
-                        if len(self._scalars) >= SCALAR_CAPACITY:
-                            self._scalars.clear()
-                        buffer = self._scalars[scalar_key] = exe.to_device(index, host)
-                    t._device = buffer
-                else:
-                    buffer = t._device = exe.to_device(index, t._host)
-            elif spmd_hooks.active and t.sharding is not None:
-                raise _placement_error(op, t)
-            buffers.append(buffer)
+                self._put(tensors, buffers, exe)
+                break
+        if spmd_hooks.active:
+            for t in tensors:
+                if t.sharding is not None:
+                    raise _placement_error(op, t)
         COUNTS["eager_executions"] += 1
         return runner(buffers)
+
+    def _put(self, tensors, buffers, exe) -> None:
+        """Copy the host operands to the device (each tensor keeps its buffer)."""
+        for index, t in enumerate(tensors):
+            if buffers[index] is not None:
+                continue
+            if t._origin is SCALAR_OPERAND:  # lr, 0.9, 1: copied to the device once per value
+                host = t._host
+                scalar_key = (host.dtype, host.tobytes())
+                buffer = self._scalars.get(scalar_key)
+                if buffer is None:
+                    if len(self._scalars) >= SCALAR_CAPACITY:
+                        self._scalars.clear()
+                    buffer = self._scalars[scalar_key] = exe.to_device(index, host)
+            else:
+                buffer = exe.to_device(index, t._host)
+            t._device = buffers[index] = buffer
 
     def _build(self, op, attrs, tensors, out_aval):
         trace = Trace(name=f"eager_{op.name}")

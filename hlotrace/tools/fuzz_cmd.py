@@ -13,8 +13,9 @@ Generate random programs of 1-30 ops from the op registry (each op's own sample 
 draws its attributes and fresh inputs; earlier results feed later ops where inference
 accepts them), and run each against every oracle: the eager NumPy result, the compiled
 PJRT result, the compiled result with every registered pass switched on, the StableHLO
-reference interpreter (in a subprocess), and a float64 re-execution that decides which side
-of a disagreement is wrong. Every disagreement is classified:
+reference interpreter (in a subprocess), the program run eagerly by the device engine
+(--eager-device: programs of at most 8 ops by default), and a float64 re-execution that
+decides which side of a disagreement is wrong. Every disagreement is classified:
 
   rule bug          the compiled module computes something else than eager NumPy (which the
                     float64 re-execution confirms), or it does not lower or compile
@@ -23,11 +24,15 @@ of a disagreement is wrong. Every disagreement is classified:
                     inputs placed at random, disagrees with one device (bitwise where only
                     elementwise ops compute an output, else within the tolerance, the sign
                     of zero aside), or does not compile or run there
+  engine bug        run eagerly by the device engine (each op a one-op executable of its
+                    lowering rule), the program disagrees with the compiled module (bitwise
+                    where only elementwise ops compute an output, else within the tolerance)
+                    or with eager NumPy, where the compiled module agrees with NumPy
   crash             the process checking a program died
   XLA disagreement  the interpreter and XLA disagree about the same StableHLO
   undefined input   the eager result is itself off at its precision (overflow, cancellation)
 
-Rule, pass and spmd bugs (and XLA disagreements) are shrunk to a small program and saved in --out
+Rule, pass, spmd and engine bugs (and XLA disagreements) are shrunk to a small program and saved in --out
 as trace files (the inputs included) that 'hlotrace replay' re-runs and 'hlotrace show'
 prints. The same --seed gives the same programs in the same order.
 
@@ -91,6 +96,13 @@ def add_parser(sub, formatter) -> None:
         metavar="N",
         help=f"also run each program on a mesh of N devices, its inputs placed at random, against one device "
         f"(the spmd oracle; 2 to {MAX_CPU_DEVICES}; on the CPU this sets {CPU_DEVICES_ENV})",
+    )
+    parser.add_argument(
+        "--eager-device",
+        choices=("short", "all", "off"),
+        default="short",
+        help="also run each program eagerly under the device engine (one-op executables) against the compiled "
+        "module and NumPy: on programs of at most 8 ops (short, the default), on all, or off",
     )
     parser.set_defaults(handler=run)
 
@@ -195,6 +207,7 @@ def settings_from(args):
         platform=args.platform,
         shrink=not args.no_shrink,
         devices=getattr(args, "devices", None),
+        eager_device=args.eager_device,
     )
 
 

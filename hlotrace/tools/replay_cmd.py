@@ -5,7 +5,8 @@ from __future__ import annotations
 DESCRIPTION = """\
 Load a program saved by 'hlotrace fuzz' (a trace file with its inputs; a plain trace file
 gets random inputs), print it, run it against every oracle (eager NumPy, compiled, every
-pass, the StableHLO interpreter, the float64 re-execution) and print the verdict: each
+pass, the StableHLO interpreter, the program run eagerly by the device engine, the float64
+re-execution) and print the verdict: each
 disagreement with its class and evidence. Exit status 1 when the saved disagreement (its
 class and oracle) reproduces, or, for a file without one, when any rule or pass bug shows;
 0 when it does not; 2 for a bad file."""
@@ -57,7 +58,9 @@ def run(args) -> int:
     passes = check_pass_names(args.passes)
     interpreter = None if args.no_interpreter else Interpreter()
     try:
-        verdict = check(program, Oracles(passes=passes, interpreter=interpreter, platform=args.platform))
+        # Every program, whatever its size, under the eager-device oracle: one program to replay.
+        oracles = Oracles(passes=passes, interpreter=interpreter, platform=args.platform, eager_device="all")
+        verdict = check(program, oracles)
     finally:
         if interpreter is not None:
             interpreter.close()

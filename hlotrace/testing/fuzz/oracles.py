@@ -3,7 +3,8 @@
 Oracles: the eager NumPy result (what hlotrace promises), the compiled PJRT result of the
 module as lowered, the compiled result with each registered pass switched on (all exact
 passes at once, then all passes; each alone when a group disagrees), the StableHLO
-reference interpreter (in a worker subprocess), with ``devices`` the compiled program on a
+reference interpreter (in a worker subprocess), the program run eagerly by the device engine
+(``eager-device``), with ``devices`` the compiled program on a
 mesh of that many devices (its inputs placed at random: hlotrace.testing.fuzz.spmd), and a
 float64 re-execution of the eager program, the judge that decides which side is wrong.
 
@@ -15,6 +16,12 @@ Classes (each finding carries its evidence):
                     the eager result; or the module does not lower, verify or compile;
   pass bug          the module as lowered agrees, the module after a pass does not (an exact
                     pass: not bitwise equal; any pass: outside the tolerance), or a pass fails;
+  engine bug        the program run eagerly by the device engine (each op a one-op executable
+                    of its lowering rule) disagrees with the compiled module (bitwise where only
+                    elementwise ops compute the output, else within the tolerance) or with eager
+                    NumPy, where the compiled module agrees with NumPy; or an application fails
+                    there (hlotrace.testing.fuzz.eager_device; ``eager_device``: "short" programs
+                    by default, "all", "off");
   spmd bug          with ``devices`` (or a layout saved with the program): the module compiled for
                     a mesh, its inputs placed at random, disagrees with the one-device compiled
                     result (bitwise for elementwise outputs, else within the tolerance), or does
@@ -56,8 +63,11 @@ XLA_DISAGREEMENT = "XLA disagreement"
 UNDEFINED_INPUT = "undefined input"
 CRASH = "crash"  # the process checking the program died (XLA or jaxlib aborted)
 SPMD_BUG = "spmd bug"  # on a mesh the program disagrees with one device (hlotrace.testing.fuzz.spmd)
-CLASSES = (RULE_BUG, PASS_BUG, SPMD_BUG, CRASH, XLA_DISAGREEMENT, UNDEFINED_INPUT)
-BUGS = (RULE_BUG, PASS_BUG, SPMD_BUG, CRASH)  # what makes `hlotrace fuzz` exit with status 1
+# Run eagerly by the device engine, the program disagrees with the compiled module or NumPy
+# while the compiled module agrees with NumPy (hlotrace.testing.fuzz.eager_device).
+ENGINE_BUG = "engine bug"
+CLASSES = (RULE_BUG, PASS_BUG, SPMD_BUG, ENGINE_BUG, CRASH, XLA_DISAGREEMENT, UNDEFINED_INPUT)
+BUGS = (RULE_BUG, PASS_BUG, SPMD_BUG, ENGINE_BUG, CRASH)  # what makes `hlotrace fuzz` exit with status 1
 # The interpreter runs programs whose values hold at most this many elements in all (it
 # takes ~370 ns per element per op, and much longer in cumulative sums and gathers).
 INTERPRETER_ELEMENTS = 4096
@@ -110,6 +120,9 @@ class Oracles:
     # The spmd oracle: each program's inputs placed at random on a mesh of this many devices
     # (None: only for a program saved with its layout, see hlotrace.testing.fuzz.spmd).
     devices: int | None = None
+    # The eager-device oracle (hlotrace.testing.fuzz.eager_device): "all" programs, "short"
+    # ones (the default: few one-op compiles) or "off".
+    eager_device: str = "short"
 
     def pass_names(self) -> tuple[str, ...]:
         """The passes to check, in pipeline order: the default pipeline's, then the rest."""
@@ -260,6 +273,9 @@ def check(program: Program, oracles: Oracles | None = None) -> Verdict:
         if bad.any():
             _classify_compiled(run, lowered, k, actual, bad)
     _check_interpreter(run, lowered, base_bad)
+    from hlotrace.testing.fuzz.eager_device import check_eager_device
+
+    check_eager_device(run, base, base_bad)
     _check_passes(run, lowered, base, base_bad)
     if oracles.devices or program.meta.get("spmd"):
         from hlotrace.testing.fuzz.spmd import check_spmd

@@ -47,6 +47,7 @@ class Settings:
     platform: str | None = None
     shrink: bool = True
     devices: int | None = None  # the spmd oracle's mesh size (hlotrace fuzz --devices N)
+    eager_device: str = "short"  # the eager-device oracle: "all", "short" or "off" (--eager-device)
 
 
 @dataclass
@@ -171,6 +172,7 @@ def _oracles(settings: Settings) -> Oracles:
             interpreter=Interpreter() if settings.interpreter else None,
             platform=settings.platform,
             devices=settings.devices,
+            eager_device=settings.eager_device,
         )
     return _WORKER["oracles"]
 

@@ -54,6 +54,8 @@ def _focused(oracles: Oracles, finding: Finding) -> Oracles:
         interpreter=interpreter,
         # The spmd oracle only for its own findings (their layout is saved with the program).
         devices=oracles.devices if finding.oracle == "spmd" else None,
+        # The eager-device oracle only for its own findings, on every size the shrinker tries.
+        eager_device="all" if finding.oracle == "eager-device" else "off",
     )
 
 

@@ -151,7 +151,7 @@ def record_and_lower(
     named ``jit_<name>`` and run ``pipeline`` over it; the arguments are
     :func:`build_entry`'s. An abstract recording leaves placeholders in the state it
     updated: the caller restores ``snapshot`` before anything reads it."""
-    from hlotrace import lowering, passes, runtime
+    from hlotrace import lowering, passes, runtime  # lazy: lowering and runtime load jax
 
     count("recordings")
     # A mesh spanning processes: no process holds the global values, record from shapes.
@@ -233,8 +233,8 @@ def compile_recording(
     None): compile the optimized module, hand the entry to ``keep(entry, recorder, flat)``
     (:func:`build_entry`'s) and write $HLOTRACE_DUMP_TO's files. ``quick_first``: an
     abstract recording may be compiled tiered (``tiered_compile``; a first call's)."""
-    import hlotrace.runtime.tiered as tiered
-    from hlotrace import runtime
+    import hlotrace.runtime.tiered as tiered  # lazy: loads jax
+    from hlotrace import runtime  # lazy: loads jax
 
     trace, optimized, spmd = recording.trace, recording.optimized, recording.spmd
     text = optimized.text()

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import hlotrace.ops.control_flow_grad as grad
 from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
 from hlotrace.errors import OpError, ShapeDtypeError
@@ -405,8 +406,6 @@ def fori_loop(lower, upper, body_fn, init):
 
 
 def _register():
-    import hlotrace.ops.control_flow_grad as grad
-
     ops = {
         "switch": (
             _switch_avals,

@@ -26,6 +26,7 @@ import numpy as np
 from hlotrace import dtypes as dt
 from hlotrace.ops.common import F
 from hlotrace.ops.registry import Aval, ReverseModeRefused
+from hlotrace.regions import call_region, close, record
 
 # -- VJPs: vjp(ct, out, *inputs, **attrs) -> one cotangent per input ------------------------
 
@@ -42,8 +43,7 @@ def _floating(tensors) -> list[int]:
 def _backward(region, operands, watched, out_positions, cotangents) -> list:
     """Cotangents of ``operands[watched]`` of ``region``'s outputs ``out_positions`` for
     ``cotangents`` (zeros where none flows), re-running the region under a tape."""
-    from hlotrace.autodiff import Tape
-    from hlotrace.regions import call_region
+    from hlotrace.autodiff import Tape  # lazy: import hlotrace does not load autodiff (~3 ms)
 
     tape = Tape()
     with tape:
@@ -54,8 +54,6 @@ def _backward(region, operands, watched, out_positions, cotangents) -> list:
 
 
 def switch_vjp(ct, out, *inputs, branches) -> tuple:
-    from hlotrace.ops.control_flow import switch
-
     cts, outs = _several(ct), _several(out)
     index, operands = inputs[0], inputs[1:]
     watched, out_positions = _floating(operands), _floating(outs)
@@ -65,7 +63,7 @@ def switch_vjp(ct, out, *inputs, branches) -> tuple:
     def branch_vjp(region):
         return lambda ops, cs: _backward(region, ops, watched, out_positions, cs)
 
-    grads = switch(index, [branch_vjp(r) for r in branches], list(operands), [cts[j] for j in out_positions])
+    grads = F.switch(index, [branch_vjp(r) for r in branches], list(operands), [cts[j] for j in out_positions])
     out = [None] * len(operands)
     for i, g in zip(watched, grads, strict=True):
         out[i] = g
@@ -73,9 +71,6 @@ def switch_vjp(ct, out, *inputs, branches) -> tuple:
 
 
 def scan_vjp(ct, out, *inputs, body, num_carry, num_xs, length, reverse, saved_carries=False, unroll=1) -> tuple:
-    from hlotrace.ops.control_flow import scan
-    from hlotrace.regions import call_region
-
     cts, outs, nc, nx = _several(ct), _several(out), num_carry, num_xs
     init, xs, consts = list(inputs[:nc]), list(inputs[nc : nc + nx]), list(inputs[nc + nx :])
     fc, fx, fk = _floating(init), _floating(xs), _floating(consts)
@@ -90,7 +85,7 @@ def scan_vjp(ct, out, *inputs, body, num_carry, num_xs, length, reverse, saved_c
         def carries(c, x):  # the carry each step starts from, stacked
             return call_region(body, [*c, *x, *consts])[:nc], list(c)
 
-        _, stacked = scan(carries, init, xs, length=length, reverse=reverse, unroll=unroll) if nc else (None, [])
+        _, stacked = F.scan(carries, init, xs, length=length, reverse=reverse, unroll=unroll) if nc else (None, [])
 
     def backward_step(carry, x):
         ct_carry, acc = carry
@@ -105,7 +100,7 @@ def scan_vjp(ct, out, *inputs, body, num_carry, num_xs, length, reverse, saved_c
     ct_final = [cts[i] for i in fc]
     zeros = [F.zeros_like(consts[k]) for k in fk]
     ct_ys = [cts[nc + j] for j in fy]
-    (ct_init, ct_consts), ct_xs = scan(
+    (ct_init, ct_consts), ct_xs = F.scan(
         backward_step,
         (ct_final, zeros),
         (list(stacked), xs, ct_ys),
@@ -158,8 +153,6 @@ def _random_body(rng):
 
 
 def _region(fn, avals):
-    from hlotrace.regions import close, record
-
     recorded = record(fn, (tuple, (None,) * len(avals)), avals, "a sampled body", None)
     (region,), captures = close([recorded])
     assert not captures

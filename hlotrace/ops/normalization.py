@@ -59,6 +59,7 @@ from hlotrace.errors import OpError, ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axes
 from hlotrace.ops.registry import Aval, OpDef, register_op
 from hlotrace.source import user_location
+from hlotrace.tensor import Tensor, tensor
 from hlotrace.trace import scope
 
 __all__ = ["batch_norm", "batch_norm_inference", "group_norm", "layer_norm"]
@@ -328,8 +329,6 @@ def _error(name: str, message: str, *tensors) -> OpError:
 
 
 def _as_tensor(x):
-    from hlotrace.tensor import Tensor, tensor
-
     return x if x is None or isinstance(x, Tensor) else tensor(x)
 
 

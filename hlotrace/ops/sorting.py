@@ -44,6 +44,7 @@ from hlotrace.errors import OpError, ShapeDtypeError
 from hlotrace.ops.common import F, normalize_axis
 from hlotrace.ops.registry import NOT_DIFFERENTIABLE, Aval, OpDef, get_op, register_op
 from hlotrace.source import user_location
+from hlotrace.tensor import Tensor, tensor
 
 FAMILY = "sorting"
 
@@ -372,8 +373,6 @@ def sort_by_key(v, key, axis=-1, descending=False, inverse=False):
 def topk(x, k, axis=-1, descending=True):
     """``(values, indices)`` of the ``k`` largest entries along ``axis`` (``descending=False``:
     the smallest), in order; NaN counts as the largest; ties: the lower index first."""
-    from hlotrace.tensor import Tensor, tensor
-
     x = x if isinstance(x, Tensor) else tensor(x)
 
     def error(message):

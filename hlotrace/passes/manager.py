@@ -114,7 +114,7 @@ def parse_pipeline(text: str | None) -> tuple[PassSpec, ...]:
 def _load_own_passes() -> None:
     """Register hlotrace's own passes (:mod:`hlotrace.passes.builtin`), on first use."""
     # In-function: importing the passes loads jaxlib's MLIR bindings, needed only from here on.
-    import hlotrace.passes.builtin  # noqa: F401
+    import hlotrace.passes.builtin  # noqa: F401  (lazy: the passes load jaxlib's MLIR bindings, needed only from here on)
 
 
 def pipeline_text(specs) -> str:

@@ -86,8 +86,8 @@ def check_options(definition, options: dict[str, str]) -> None:
 
 def _check_with_mlir(definition, options: dict[str, str]) -> None:
     """Hand the options to MLIR's parser on an empty module (what the pipeline will do)."""
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
-    from hlotrace.runtime.jaxlib_compat import ir
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax (passes.options is imported by import hlotrace)
+    from hlotrace.runtime.jaxlib_compat import ir  # lazy: loads jax
 
     given = " ".join(f"{k}={v}" for k, v in options.items())
     module = ir.Module.parse("module {}", context=jaxlib_compat.shared_context())

@@ -37,7 +37,9 @@ from __future__ import annotations
 import math
 import re
 
+from hlotrace import dtypes as dt
 from hlotrace.errors import PassError
+from hlotrace.ops.registry import Aval
 from hlotrace.passes.ir_helpers import clone_module, main_function, top_level
 from hlotrace.passes.locations import record_location
 from hlotrace.passes.registry import register_pass
@@ -264,8 +266,7 @@ def layer_count(module) -> int:
 
 def compiled_temp_bytes(module) -> int:
     """XLA's temp memory for ``module`` compiled as it is (barriers kept on CPU)."""
-    from hlotrace import runtime
-    from hlotrace.ops.registry import Aval
+    from hlotrace import runtime  # lazy: runtime is a layer above passes (ALLOWED_UPWARD); only policy=budget compiles
 
     main = main_function(module)
     ftype = main.type
@@ -288,8 +289,6 @@ _DTYPES = {
 
 def _aval(t, aval_cls):
     import numpy as np
-
-    from hlotrace import dtypes as dt
 
     tensor = ir.RankedTensorType(t)
     name = _DTYPES.get(str(tensor.element_type))

@@ -48,6 +48,7 @@ import time
 import warnings
 from pathlib import Path
 
+import hlotrace
 from hlotrace import config
 from hlotrace.metrics import count
 
@@ -125,8 +126,6 @@ def _canonical(fields: dict) -> bytes:
 def key_fields(module_text, in_avals, out_avals, *, platform, platform_version, device_kind, device_count,
                versions, compile_options) -> dict:  # fmt: skip
     """Everything that changes what compiling ``module_text`` produces (see the module doc)."""
-    import hlotrace
-
     return {
         "format": FORMAT,
         "module_sha256": hashlib.sha256(module_text.encode()).hexdigest(),

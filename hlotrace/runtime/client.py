@@ -7,6 +7,8 @@ default CUDA is used when its PJRT plugin and a GPU are present, else the CPU.
 
 from __future__ import annotations
 
+import hlotrace.runtime.jaxlib_dist as jaxlib_dist
+import hlotrace.runtime.plugins as plugins
 from hlotrace import config
 from hlotrace.errors import BackendError, HlotraceError
 
@@ -51,20 +53,18 @@ def _check_cpu_devices_unchanged() -> None:
 
 
 def _load_client(platform: str):
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
     if platform not in CLIENTS:
         if platform == "cpu":
             # HLOTRACE_CPU_DEVICES=N: a CPU client with N devices (hlotrace.distributed).
             requested = config.get(CPU_DEVICES_ENV)
             if _distributed:
-                import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
                 CLIENTS[platform] = jaxlib_dist.make_cpu_client(*_distributed, requested)
             elif requested is None:
                 CLIENTS[platform] = jaxlib_compat.get_client(platform)
             else:
-                import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+                import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd  # lazy: loads jax
 
                 CLIENTS[platform] = _cpu_clients[requested] = jaxlib_spmd.make_cpu_client(requested)
             CPU_DEVICES_SETTING[:] = [_cpu_devices_text()]
@@ -83,7 +83,7 @@ def cpu_client(num_devices: int):
     if own is not None and len(own.local_devices()) == num_devices:
         return own
     if num_devices not in _cpu_clients:
-        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd  # lazy: loads jax
 
         _cpu_clients[num_devices] = jaxlib_spmd.make_cpu_client(num_devices)
     return _cpu_clients[num_devices]
@@ -96,8 +96,6 @@ def client(platform: str | None = None):
         if requested == "gpu":
             requested = "cuda"
         if requested not in ("cpu", "cuda"):
-            import hlotrace.runtime.plugins as plugins
-
             path = plugins.plugin_path(requested)
             if path is None:
                 raise BackendError(
@@ -131,19 +129,17 @@ def live_buffer_count(platform: str | None = None) -> int:
 
 
 def default_device(platform: str | None = None):
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
     return jaxlib_compat.client_devices(client(platform))[0]
 
 
 def platform_name(platform: str | None = None) -> str:
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
     return jaxlib_compat.client_platform(client(platform))
 
 
 def register_plugin(name: str, path) -> None:
     """Use the PJRT plugin library at ``path`` as platform ``name`` (see hlotrace.runtime.plugins)."""
-    import hlotrace.runtime.plugins as plugins
-
     plugins.register_plugin(name, path)

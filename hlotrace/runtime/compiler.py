@@ -10,6 +10,8 @@ import collections
 import hashlib
 import time
 
+import hlotrace.runtime.cache as cache
+import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 from hlotrace.errors import BackendError
 from hlotrace.metrics import COUNTS, count
 from hlotrace.runtime.client import client, default_device, platform_name
@@ -58,19 +60,16 @@ class Target:
         must build its part of one program)."""
         if self.spmd_options is None:
             return True
-        import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
         return len({jaxlib_dist.process_index_of(d) for d in self.devices}) == 1
 
     def key_fields(self, module_text: str, in_avals, out_avals) -> dict:
         """The persistent cache's key fields for compiling ``module_text`` here."""
-        import hlotrace.runtime.cache as cache
-        import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+        import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
         if self.spmd_options is None:
             options = jaxlib_compat.compile_options_fingerprint(self.disabled_xla_passes, self.fast)
         else:
-            import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+            import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd  # lazy: loads jax
 
             options = jaxlib_spmd.options_fingerprint(self.spmd_options)
         if not _library_versions:
@@ -90,24 +89,24 @@ class Target:
     def compile(self, module_text: str):
         """The loaded executable from XLA (jaxlib's exception when it fails)."""
         if self.spmd_options is None:
-            import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+            import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
             return jaxlib_compat.compile_module(
                 self.pjrt, module_text, self.devices[0], self.disabled_xla_passes, fast=self.fast
             )
-        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd  # lazy: loads jax
 
         return jaxlib_spmd.compile_spmd(self.pjrt, module_text, self.devices, self.spmd_options)
 
     def deserialize(self, data: bytes):
         """The loaded executable from the disk cache's bytes (jaxlib's exception when refused)."""
         if self.spmd_options is None:
-            import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+            import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
             return jaxlib_compat.deserialize_executable(
                 self.pjrt, data, self.devices[0], self.disabled_xla_passes, self.fast
             )
-        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd  # lazy: loads jax
 
         return jaxlib_spmd.deserialize_spmd(self.pjrt, data, self.devices, self.spmd_options)
 
@@ -134,7 +133,7 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     >>> exe.run([exe.to_device(0, np.ones(4, np.float32))])
     """
     if spmd is not None:  # many devices: hlotrace.distributed's plan (mesh, shardings)
-        import hlotrace.runtime.spmd as spmd_runtime
+        import hlotrace.runtime.spmd as spmd_runtime  # cycle: runtime.spmd imports this module
 
         return spmd_runtime.compile_spmd(module_text, in_avals, out_avals, spmd, disabled_xla_passes)
     device = default_device(platform)
@@ -156,7 +155,7 @@ def passes_to_disable(module_text: str, platform, disabled_xla_passes: tuple[str
     (else ``platform``'s: a name, or None for the default client)."""
     if _BARRIER in module_text and "cse_barrier_expander" not in disabled_xla_passes:
         if pjrt is not None:
-            import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+            import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
             on_cpu = jaxlib_compat.client_platform(pjrt) == "cpu"
         else:
@@ -219,8 +218,6 @@ def load_or_compile(target: Target, module_text: str, in_avals, out_avals, *, co
 def load_from_disk(target: Target, module_text: str, in_avals, out_avals):
     """(the disk cache's key fields, or None when it is off for ``target``; (loaded, seconds)
     on a hit, else None)."""
-    import hlotrace.runtime.cache as cache
-
     if not cache.enabled() or not target.disk_cacheable():
         return None, None
     fields = target.key_fields(module_text, in_avals, out_avals)
@@ -254,8 +251,7 @@ def compile_now(target: Target, module_text: str):
 def count_and_store(target: Target, loaded, seconds: float, fields, counters=("compiles", "compile_seconds")) -> None:
     """Count a compile (``counters``: its count and seconds) and store it in the disk cache
     (``fields``: its key, or None when the cache is off)."""
-    import hlotrace.runtime.cache as cache
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
     count(counters[0])
     count(counters[1], seconds)

@@ -15,17 +15,17 @@ class CompiledQueries:
     per-device, partitioned program for a mesh), memory plan and cost estimate."""
 
     def hlo_text(self) -> str:
-        import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+        import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
         return jaxlib_compat.compiled_hlo_text(self.loaded)
 
     def memory_stats(self):
-        import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+        import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
         return jaxlib_compat.compiled_memory_stats(self.loaded)
 
     def cost_analysis(self) -> dict:
-        import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+        import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
         return jaxlib_compat.cost_analysis(self.loaded)
 
@@ -67,7 +67,7 @@ class Executable(CompiledQueries):
         """``run`` whose outputs go through ``wrap`` (``tensor.from_device_buffer``) in the same
         closure: a list of them, or with ``single`` the only output alone. One Python call
         per execution instead of three (counted in ``executions`` like ``run``)."""
-        import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+        import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
         shapes = [(a.shape, a.dtype) for a in self.out_avals]
         return jaxlib_compat.make_executor(self.loaded, shapes, self.device, counts=COUNTS, wrap=wrap, single=single)
@@ -75,7 +75,7 @@ class Executable(CompiledQueries):
 
 def make_executable(loaded, device, in_avals, out_avals, seconds: float, from_disk: bool = False) -> Executable:
     """An Executable around a loaded one-device executable, with its per-call paths."""
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
     exe = Executable(loaded, device, list(in_avals), list(out_avals), seconds, from_disk_cache=from_disk)
     shapes = [(a.shape, a.dtype) for a in out_avals]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace.runtime.jaxlib_compat import ir
+from hlotrace.runtime.jaxlib_execute import _jax_aval, result_handler
 
 # ---------------------------------------------------------------------------------------
 # Clients and devices
@@ -250,8 +251,6 @@ def buffer_sharding(buffer):
 def make_spmd_executor(executable, out_shapes_dtypes, out_jax_shardings):
     """``run(buffers) -> buffers``: execute on every device of the mesh, returning global
     arrays laid out as ``out_jax_shardings``."""
-    from hlotrace.runtime.jaxlib_execute import _jax_aval, result_handler
-
     handlers = [
         result_handler(_jax_aval(s, d), sharding)
         for (s, d), sharding in zip(out_shapes_dtypes, out_jax_shardings, strict=True)

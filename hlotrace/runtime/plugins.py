@@ -42,7 +42,7 @@ def plugin_path(name: str) -> str | None:
 
 def load(name: str, path: str):
     """A client of the plugin at ``path``; every failure is a BackendError naming ``path``."""
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
     try:
         return jaxlib_compat.plugin_client(name, path)

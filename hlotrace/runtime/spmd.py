@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import hlotrace.runtime.compiler as compiler
+import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 from hlotrace import spmd_hooks
 from hlotrace.errors import BackendError
 from hlotrace.metrics import COUNTS, count
@@ -39,7 +40,7 @@ def jax_sharding(devices: tuple, mesh_shape: tuple, axis_names: tuple, dims: tup
     key = (devices, mesh_shape, axis_names, dims)
     sharding = _JAX_SHARDINGS.get(key)
     if sharding is None:
-        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd  # lazy: loads jax
 
         mesh_key = (devices, mesh_shape, axis_names)
         jmesh = _JAX_MESHES.get(mesh_key)
@@ -58,7 +59,7 @@ def placement_of(buffer):
 
 def put(array: np.ndarray, sharding):
     """``array`` laid out across the devices of ``sharding`` (each gets only its slice)."""
-    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd  # lazy: loads jax
 
     COUNTS["host_to_device_bytes"] += array.nbytes
     return jaxlib_spmd.put_sharded(array, sharding)
@@ -94,7 +95,6 @@ def _checked_run(execute, in_shardings, in_avals):
     """``run(buffers)``: every buffer whose layout is not the executable's is re-placed
     first (gathered to the host and laid out again), so PJRT never sees a wrong shard."""
     expected = [(s, tuple(a.shape), np.dtype(a.dtype)) for s, a in zip(in_shardings, in_avals, strict=True)]
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     def run(buffers):
         COUNTS["executions"] += 1
@@ -150,7 +150,7 @@ def compile_spmd(module_text: str, in_avals, out_avals, plan, disabled_xla_passe
     """Compile ``module_text`` (Shardy-annotated) for the plan's mesh; cached in memory by
     (module, avals, plan, options) and on disk like one-device executables (the key adds the
     device count and the serialized SPMD compile options, which hold the device assignment)."""
-    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd  # lazy: loads jax
 
     devices = tuple(plan.devices)
     pjrt = jaxlib_spmd.device_client(devices[0])
@@ -185,8 +185,7 @@ def _across_processes(execute):
 
 
 def _wrap(loaded, plan, devices, in_avals, out_avals, seconds, from_disk) -> SpmdExecutable:
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd  # lazy: loads jax
 
     mesh = (devices, tuple(plan.mesh_shape), tuple(plan.axis_names))
     jmesh_sharding = jax_sharding(*mesh, ())

@@ -34,6 +34,7 @@ import logging
 
 import hlotrace.runtime.cache as cache
 import hlotrace.runtime.compiler as compiler
+import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 from hlotrace import config
 from hlotrace.metrics import count
 from hlotrace.runtime.client import client, default_device, platform_name
@@ -190,8 +191,6 @@ def _collect_finished() -> None:
 def _quick(key, target: Target, module_text, in_avals, out_avals):
     """The quickly compiled executable: from the in-process cache, the disk cache, or XLA
     (then stored in both); None when this XLA refuses FAST_CPU_OPTIONS (warned once)."""
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
-
     quick_key = (*key, "quick")
     hit = compiler.cached(quick_key)
     if hit is not None:

@@ -4,8 +4,10 @@ Every module of ``hlotrace/`` belongs to one layer (:data:`LAYERS`, lowest first
 matching prefix wins); a module may import from its own layer and the layers below. A lower
 layer that must call up exposes a slot the higher layer fills (``hlotrace.namespace.F``,
 ``hlotrace.tensor.HOOKS``, ``hlotrace.spmd_hooks``, ``hlotrace.lowering.registry.SPMD_PLAN``).
-Both module-level and in-function imports count. ``python -m hlotrace.testing.layers`` prints
-the upward imports, the private names imported across packages and the largest import cycle.
+Both module-level and in-function imports count; an in-function import of an hlotrace module
+says why in a comment (:data:`IN_FUNCTION_REASONS`). ``python -m hlotrace.testing.layers``
+prints the upward imports, the private names imported across packages, the in-function imports
+without a reason and the largest import cycle.
 """
 
 from __future__ import annotations
@@ -86,6 +88,67 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
 
 MAX_CYCLE = 5  # the largest strongly connected component the graph may hold
 
+# An import of an hlotrace module inside a function body says why it is not at module level,
+# in a trailing comment with one of these tags: "# cycle: runtime.spmd imports this module"
+# (module level would close an import cycle), "# lazy: loads jax" (it would load a heavy or
+# higher layer early). Anything else goes to module level.
+IN_FUNCTION_REASONS = ("cycle:", "lazy:")
+
+# Files whose in-function imports are not held to that yet (paths from the project root).
+# edited concurrently in session 9; to be commented next
+EXEMPT: tuple[str, ...] = (
+    "hlotrace/aot.py",
+    "hlotrace/captures.py",
+    "hlotrace/data/loader.py",
+    "hlotrace/debug.py",
+    "hlotrace/dispatch.py",
+    "hlotrace/distributed/compile.py",
+    "hlotrace/distributed/global_data.py",
+    "hlotrace/distributed/hooks.py",
+    "hlotrace/distributed/inspect.py",
+    "hlotrace/distributed/mesh.py",
+    "hlotrace/distributed/placement.py",
+    "hlotrace/distributed/process.py",
+    "hlotrace/distributed/replicas.py",
+    "hlotrace/interop.py",
+    "hlotrace/nn/torch_checkpoint.py",
+    "hlotrace/optim/optimizer.py",
+    "hlotrace/partial.py",
+    "hlotrace/recompiles.py",
+    "hlotrace/testing/check.py",
+    "hlotrace/testing/differential.py",
+    "hlotrace/testing/first_call.py",
+    "hlotrace/testing/fuzz/eager_device.py",
+    "hlotrace/testing/fuzz/interpreter.py",
+    "hlotrace/testing/fuzz/oracles.py",
+    "hlotrace/testing/fuzz/program.py",
+    "hlotrace/testing/fuzz/regions.py",
+    "hlotrace/testing/fuzz/session.py",
+    "hlotrace/testing/fuzz/spmd.py",
+    "hlotrace/testing/gradcheck.py",
+    "hlotrace/testing/pass_check.py",
+    "hlotrace/tools/bisect_cmd.py",
+    "hlotrace/tools/cache_cmd.py",
+    "hlotrace/tools/checks.py",
+    "hlotrace/tools/cli.py",
+    "hlotrace/tools/common.py",
+    "hlotrace/tools/diff_cmd.py",
+    "hlotrace/tools/explain_cmd.py",
+    "hlotrace/tools/export_cmd.py",
+    "hlotrace/tools/fuzz_cmd.py",
+    "hlotrace/tools/graph_cmd.py",
+    "hlotrace/tools/graph_layout.py",
+    "hlotrace/tools/lower_cmd.py",
+    "hlotrace/tools/passes_cmd.py",
+    "hlotrace/tools/replay_cmd.py",
+    "hlotrace/tools/rules_cmd.py",
+    "hlotrace/tools/rules_matrix.py",
+    "hlotrace/tools/setup.py",
+    "hlotrace/tools/show_cmd.py",
+    "hlotrace/tools/stages_cmd.py",
+    "hlotrace/traced.py",
+)
+
 
 @dataclass(frozen=True)
 class Import:
@@ -148,6 +211,58 @@ def imports(root: Path) -> list[Import]:
                 if target and target != importer:
                     found.append(Import(importer, target, names, node.lineno))
     return found
+
+
+@dataclass(frozen=True)
+class InFunctionImport:
+    path: str  # from the project root
+    line: int
+    source: str  # the import statement as written
+    reason: str | None  # its trailing comment from the first reason tag on, or None
+
+
+def _is_hlotrace_import(node) -> bool:
+    if isinstance(node, ast.Import):
+        return any(a.name == "hlotrace" or a.name.startswith("hlotrace.") for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        module = node.module or ""
+        return node.level > 0 or module == "hlotrace" or module.startswith("hlotrace.")
+    return False
+
+
+def in_function_imports(root: Path) -> list[InFunctionImport]:
+    """Every import of an hlotrace module (``import hlotrace...``, ``from hlotrace... import``,
+    relative imports) inside a function body, anywhere under ``root/hlotrace``, with the reason
+    its trailing comment gives (a tag of :data:`IN_FUNCTION_REASONS` on one of its lines)."""
+    found = []
+    for path in modules(root).values():
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for function in ast.walk(ast.parse(text)):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in function.body:
+                for inner in ast.walk(node):
+                    if not _is_hlotrace_import(inner):
+                        continue
+                    statement = lines[inner.lineno - 1 : inner.end_lineno]
+                    comments = [line.partition("#")[2] for line in statement if "#" in line]
+                    reasons = [c[c.index(tag) :].strip() for c in comments for tag in IN_FUNCTION_REASONS if tag in c]
+                    found.append(
+                        InFunctionImport(
+                            path.relative_to(root).as_posix(),
+                            inner.lineno,
+                            " ".join(line.strip() for line in statement),
+                            reasons[0] if reasons else None,
+                        )
+                    )
+    # A function nested in another is walked twice: once is enough.
+    return sorted(set(found), key=lambda i: (i.path, i.line))
+
+
+def unexplained_in_function_imports(root: Path, exempt=EXEMPT) -> list[InFunctionImport]:
+    """The in-function imports of hlotrace modules with no reason comment, outside ``exempt``."""
+    return [i for i in in_function_imports(root) if i.reason is None and i.path not in exempt]
 
 
 def layer_of(module: str) -> int:
@@ -229,6 +344,8 @@ def main() -> int:
         )
     for i in private_across(found):
         print(f"priv {i.importer}:{i.line} -> {i.imported}.{','.join(i.names)}")
+    for i in unexplained_in_function_imports(root):
+        print(f"bare {i.path}:{i.line}: {i.source} (no '# cycle: ...' or '# lazy: ...' comment)")
     cycle = largest_cycle(found)
     print(f"largest import cycle: {len(cycle)} modules: {', '.join(cycle)}")
     return 0

@@ -7,7 +7,7 @@ import numpy as np
 
 from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
-from hlotrace.errors import ShapeDtypeError
+from hlotrace.errors import OpError, ShapeDtypeError
 from hlotrace.ops.common import F
 from hlotrace.ops.conv.samples import conv_sample
 from hlotrace.ops.conv.window import (
@@ -25,6 +25,7 @@ from hlotrace.ops.conv.window import (
     window_attrs,
 )
 from hlotrace.ops.registry import Aval, OpDef, register_op
+from hlotrace.source import user_location
 
 __all__ = ["conv1d", "conv2d", "conv_transpose2d"]
 
@@ -177,9 +178,6 @@ def _with_bias(y, b, rank: int, op: str):
         return y
     shape = tuple(b.shape) if hasattr(b, "shape") else np.shape(b)
     if shape != (y.shape[1],):
-        from hlotrace.errors import OpError
-        from hlotrace.source import user_location
-
         loc = user_location(1)
         raise OpError(
             f"{op}: bias of shape {shape} does not match the {y.shape[1]} output channels "

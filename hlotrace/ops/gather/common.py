@@ -12,6 +12,7 @@ from hlotrace.errors import OpError, ShapeDtypeError
 from hlotrace.ops.common import normalize_axis, random_shape
 from hlotrace.ops.registry import Aval
 from hlotrace.source import user_location
+from hlotrace.tensor import Tensor, tensor
 
 FAMILY = "gather"
 
@@ -70,8 +71,6 @@ def op_error(name: str, message: str, *tensors) -> OpError:
 
 def as_tensor(x, name: str = "", index: bool = False):
     """``x`` as a Tensor; Python sequences of ints become int32 indices, arrays keep theirs."""
-    from hlotrace.tensor import Tensor, tensor
-
     if isinstance(x, Tensor):
         return x
     if index and isinstance(x, list | tuple) and len(x) == 0:

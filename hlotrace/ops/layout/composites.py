@@ -17,13 +17,12 @@ from hlotrace.ops.registry import Aval
 from hlotrace.ops.shape import _as_int as _int
 from hlotrace.ops.shape import _int_tuple as _ints
 from hlotrace.source import user_location
+from hlotrace.tensor import Tensor, tensor
 
 __all__ = ["flatten", "moveaxis", "split", "stack", "swapaxes"]
 
 
 def _tensor(x):
-    from hlotrace.tensor import Tensor, tensor
-
     return x if isinstance(x, Tensor) else tensor(x)
 
 

@@ -26,6 +26,7 @@ from hlotrace.ops.pooling.window import (
     windows_of,
 )
 from hlotrace.ops.registry import Aval, OpDef, register_op
+from hlotrace.tensor import Tensor, tensor
 
 __all__ = ["adaptive_avg_pool2d", "adaptive_max_pool2d", "avg_pool2d", "max_pool2d"]
 
@@ -144,8 +145,6 @@ def adaptive_max_pool2d(x, output_size):
 
 def _unbatched(x, fn):
     """``fn`` on ``x``, or on ``x`` with a batch dim of 1 added and removed if it is CHW."""
-    from hlotrace.tensor import Tensor, tensor
-
     x = x if isinstance(x, Tensor) else tensor(x)
     if x.ndim != 3:
         return fn(x)

@@ -155,7 +155,7 @@ def getitem_transpose(x, shape, index):
 def softmax(x, axis=-1):
     """Numerically stable softmax along ``axis``."""
     with scope("hlotrace.softmax"):
-        offset = max(x, axis=axis, keepdims=True).detach()
+        offset = max(x, axis=axis, keepdims=True)._stop_gradient()  # an intermediate: no copy
         exps = exp(x - offset)
         return exps / sum(exps, axis=axis, keepdims=True)
 

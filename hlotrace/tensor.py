@@ -204,10 +204,19 @@ class Tensor(TensorMethods):
 
         While recording, the detached tensor is the same traced value (no op is recorded).
         """
+        return self._detached(value_copy(self))
+
+    def _stop_gradient(self) -> Tensor:
+        """``detach()`` sharing this tensor's buffer: for an intermediate value the caller
+        never sees (softmax's max, batch norm's statistics), which no compiled step can be
+        given as state to donate, so the copy ``detach`` makes would be wasted."""
+        return self._detached((self._host, self._device))
+
+    def _detached(self, value) -> Tensor:
         out = object.__new__(type(self) if type(self) is Tensor else Tensor)
-        # The host value only: a shared device buffer would be deleted when a compiled step
-        # donates this tensor's buffer (its state update), taking the detached copy with it.
-        out._host, out._device = value_copy(self)
+        # detach copies the value (value_copy): a shared device buffer would be deleted when a
+        # compiled step donates this tensor's buffer (its state update), taking the copy with it.
+        out._host, out._device = value
         out._origin, out._grad = self._origin, None
         recorder = current_recorder()
         if recorder is not None:

@@ -234,7 +234,7 @@ def test_python_scalars_are_copied_once_per_dtype_and_value():
         x32 * 2.0
         moved = _moved(lambda: (x32 * 2.0, x32 * 2.0, x32 + 2.0))
         assert moved["host_to_device_bytes"] == 0, moved  # 2.0 as f32 is on the device already
-        results = [x16 * 2.0, xi * 2, x32 * -0.0, x32 * 0.0, x32 + True, xi + True]
+        results = [x16 * 2.0, xi * 2, x32 * -0.0, x32 * 0.0, x32 + True, xi + True, xi * 0]
     np.testing.assert_array_equal(results[0].numpy(), np.arange(4, dtype=np.float16) * 2)
     assert results[0].dtype == np.float16
     np.testing.assert_array_equal(results[1].numpy(), np.arange(4) * 2)
@@ -242,6 +242,8 @@ def test_python_scalars_are_copied_once_per_dtype_and_value():
     assert not np.signbit(results[3].numpy()).any()
     np.testing.assert_array_equal(results[4].numpy(), np.arange(4) + 1.0)
     np.testing.assert_array_equal(results[5].numpy(), np.arange(4) + 1)
+    assert results[6].dtype == np.int32  # int32 0 after float32 0.0: the same bytes, another buffer
+    np.testing.assert_array_equal(results[6].numpy(), [0, 0, 0, 0])
 
 
 def test_slicing_is_compiled_once_per_index():

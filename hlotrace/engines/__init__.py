@@ -27,7 +27,9 @@ EAGER_ENV = "HLOTRACE_EAGER"
 _device_engines: dict = {}  # platform -> DeviceEngine
 
 
-def _device_engine():
+def device_engine():
+    """The process's device engine itself (made on first use): its ``settle()``, ``clear()``,
+    ``len()`` -- what ``current_eager_engine()`` only names."""
     engine = _device_engines.get(None)
     if engine is None:
         from hlotrace.engines.device import DeviceEngine  # lazy: loads the lowering and runtime layers
@@ -48,7 +50,7 @@ class _DeviceOnFirstUse:
         return self._resolve().copy(t)
 
     def _resolve(self):
-        engine = _device_engine()
+        engine = device_engine()
         if dispatch.ENGINE[0] is self:
             _select(engine)
         return engine

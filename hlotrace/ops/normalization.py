@@ -439,7 +439,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         var = F.mean(centered * centered, axis=others)
         y = apply(BATCH_NORM_INFERENCE, x, mean, var, eps=eps)
         if training and running_mean is not None:
-            batch_mean, unbiased = mean.detach(), var.detach() * (count / (count - 1))
+            batch_mean, unbiased = mean._stop_gradient(), var._stop_gradient() * (count / (count - 1))
             # _assign casts back to the buffers' dtype.
             running_mean._assign(running_mean * momentum + batch_mean * (1 - momentum))
             running_var._assign(running_var * momentum + unbiased * (1 - momentum))

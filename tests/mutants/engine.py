@@ -1,14 +1,20 @@
 """Mutants of the device eager engine (issue 35): the application key (dispatch's inference
 memo, which is also the engine's executable key), the placement
 check, in-place updates under it. Killed by tests/test_device_engine.py and
-tests/distributed/test_device_engine_placement.py (each checked by hand). The engine does not
-donate buffers yet, so there is no donation mutant."""
+tests/distributed/test_device_engine_placement.py, tests/test_engine_column.py (each checked
+by hand). The engine does not donate buffers yet, so there is no donation mutant. Not a
+mutant: the Python-scalar buffer key without its dtype (only the bytes) -- equal bytes are equal
+bits, which each executable reads in its own dtype, so the shared buffer computes the same
+(checked: x_f32 * 0.0 then x_i32 * 0 agree); the dtype stays in the key in case a PJRT backend
+checks buffer dtypes."""
 
 from hlotrace.testing.mutation import Mutant
 
 DEVICE = "hlotrace/engines/device.py"
 DISPATCH = "hlotrace/dispatch.py"
 TENSOR = "hlotrace/tensor.py"
+WRITES = "hlotrace/ops/gather/writes.py"
+CHECK = "hlotrace/testing/check.py"
 
 MUTANTS = [
     Mutant(
@@ -28,8 +34,8 @@ MUTANTS = [
     Mutant(
         id="placed-input-not-refused",
         file=DEVICE,
-        find="            elif spmd_hooks.active and t.sharding is not None:\n",
-        replace="            elif False:\n",
+        find="                if t.sharding is not None:\n                    raise _placement_error(op, t)\n",
+        replace="                if False:\n                    raise _placement_error(op, t)\n",
         why="a tensor placed on a mesh is fed to a one-device executable",
     ),
     Mutant(
@@ -49,3 +55,33 @@ MUTANTS.append(
         why="full(shape, 1) reuses what full(shape, 1.0) inferred (float32), linspace(-0.0, ...) gives +0.0",
     )
 )
+MUTANTS += [
+    Mutant(
+        id="detach-shares-the-device-buffer",
+        file=TENSOR,
+        find="        buffer = HOOKS.device_copy(t)\n",
+        replace="        buffer = t._device\n",
+        why="a detached tensor (a fresh .grad) dies with the original's buffer when a compiled step donates it",
+    ),
+    Mutant(
+        id="slices-not-keyed",
+        file=DISPATCH,
+        find="    if kind is slice:\n",
+        replace="    if False:\n",
+        why="x[1:3] has no key on Python 3.11: lowered and looked up by module text on every call",
+    ),
+    Mutant(
+        id="bool-mask-copied-to-the-host",
+        file=WRITES,
+        find="    if entry._host is None and ENGINE[0] is not None:",
+        replace="    if False:",
+        why="x[mask] under the device engine copies the whole mask to the host",
+    ),
+    Mutant(
+        id="oracle-on-the-process-engine",
+        file=CHECK,
+        find="@on_numpy_engine\ndef run_eager(",
+        replace="def run_eager(",
+        why="under HLOTRACE_EAGER=device the property tests would compare XLA with XLA",
+    ),
+]

@@ -59,10 +59,10 @@ def run_eager_device(program) -> tuple[list[np.ndarray], list[np.ndarray]]:
     first on an executable XLA compiled quickly (LLVM -O0, last bits may differ) while the
     optimized one compiles; the second run, after waiting for those, runs the optimized
     executables, which the bitwise comparison with the compiled module needs."""
-    from hlotrace.engines import _device_engine, eager_engine
+    from hlotrace.engines import device_engine, eager_engine
 
     with eager_engine("device"):
-        engine = _device_engine()  # the engine itself (the selection may be a lazy placeholder)
+        engine = device_engine()  # the engine itself (the selection may be a lazy placeholder)
         # Each op built anew from its rule as registered now (the engine keys its executables
         # by op, avals and attributes, not by rule: a rule replaced since, a test's planted
         # bug, would run stale); the in-process compile cache keeps the rebuild cheap.

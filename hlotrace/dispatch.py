@@ -155,16 +155,7 @@ def apply(op: OpDef, *inputs, **attrs):
     elif (engine := ENGINE[0]) is not None:  # the device engine (hlotrace.engines)
         out = engine(op, attrs, tensors, out_aval, key)
     else:
-        arrays = [t.numpy() for t in tensors]
-        try:
-            with np.errstate(all="ignore"):
-                result = op.reference(*arrays, **attrs)
-        except (ValueError, ArithmeticError, IndexError) as exc:  # data-dependent refusals
-            raise _op_error(op, str(exc), avals) from None
-        if several:
-            out = tuple(_as_output(op, r, a) for r, a in zip(result, out_aval, strict=True))
-        else:
-            out = _as_output(op, result, out_aval)
+        out = run_reference(op, attrs, tensors, out_aval)
 
     location = user_location(2)
     if recorder is not None:
@@ -180,6 +171,20 @@ def apply(op: OpDef, *inputs, **attrs):
     for tape in TAPES:
         tape.record(op, attrs, tensors, out, location)
     return out
+
+
+def run_reference(op: OpDef, attrs: dict, tensors, out_aval):
+    """The NumPy engine: ``op``'s reference on the tensors' host values (copied from the
+    device where they live there), as Tensors of ``out_aval`` (a tuple of them for several)."""
+    arrays = [t.numpy() for t in tensors]
+    try:
+        with np.errstate(all="ignore"):
+            result = op.reference(*arrays, **attrs)
+    except (ValueError, ArithmeticError, IndexError) as exc:  # data-dependent refusals
+        raise _op_error(op, str(exc), [_aval(a) for a in arrays]) from None
+    if type(out_aval) is tuple:
+        return tuple(_as_output(op, r, a) for r, a in zip(result, out_aval, strict=True))
+    return _as_output(op, result, out_aval)
 
 
 def _as_output(op: OpDef, result, aval: Aval):

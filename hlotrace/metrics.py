@@ -34,6 +34,10 @@ Counters (all start at 0 and only grow until :func:`reset_metrics`):
     the device eager engine (:mod:`hlotrace.engines.device`): op applications it ran, the
     one-op executables it built, the applications that found theirs cached, and the
     executables its LRU dropped.
+``eager_host_fallbacks``
+    eager op applications the device engine handed to the NumPy engine: those with an input
+    placed on a mesh (no one-device executable fits it; the global value is computed on the
+    host, its bytes in ``device_to_host_bytes``).
 ``shape_syncs``
     eager operations whose result's shape depended on a device value (``x[bool_mask]`` with
     the mask on the device): each waited for the device once to read a count (its bytes are
@@ -66,6 +70,7 @@ NAMES = (
     "eager_cache_hits",
     "eager_evictions",
     "shape_syncs",
+    "eager_host_fallbacks",
 )
 
 # Mutated in place, never rebound: hot paths may hold a reference to it.

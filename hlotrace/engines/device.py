@@ -25,8 +25,7 @@ from __future__ import annotations
 import collections
 
 from hlotrace import lowering, runtime, spmd_hooks
-from hlotrace.dispatch import SCALAR_OPERAND
-from hlotrace.errors import OpError
+from hlotrace.dispatch import SCALAR_OPERAND, run_reference
 from hlotrace.metrics import COUNTS
 from hlotrace.runtime import tiered
 from hlotrace.tensor import from_device_buffer
@@ -50,7 +49,14 @@ class DeviceEngine:
 
     def __call__(self, op, attrs: dict, tensors, out_aval, key=None):
         """The result of ``op`` on ``tensors`` (Tensor, or a tuple for several outputs).
-        ``key``: dispatch's key of the application (op, avals, attributes), when it has one."""
+        ``key``: dispatch's key of the application (op, avals, attributes), when it has one.
+        An input placed on a mesh has no one-device executable: the op runs on the NumPy
+        engine (its global value; counted in ``eager_host_fallbacks``)."""
+        if spmd_hooks.active:
+            for t in tensors:
+                if t.sharding is not None:
+                    COUNTS["eager_host_fallbacks"] += 1
+                    return run_reference(op, attrs, tensors, out_aval)
         entry = self._runners.get(key) if key is not None else None
         if entry is not None:
             self._runners.move_to_end(key)
@@ -71,10 +77,6 @@ class DeviceEngine:
             if buffer is None:
                 self._put(tensors, buffers, exe)
                 break
-        if spmd_hooks.active:
-            for t in tensors:
-                if t.sharding is not None:
-                    raise _placement_error(op, t)
         COUNTS["eager_executions"] += 1
         return runner(buffers)
 
@@ -154,15 +156,6 @@ class DeviceEngine:
 
     def __len__(self) -> int:
         return len(self._runners)
-
-
-def _placement_error(op, t) -> OpError:
-    return OpError(
-        f"{op.name}: an input of shape {list(t.shape)} is placed on a mesh ({t.sharding}); the device eager "
-        f"engine runs one-device "
-        f"executables. Compile the computation with xla_trace (it keeps the placement), or use the NumPy "
-        f"engine for it: with ht.eager_engine('numpy'): ..."
-    )
 
 
 def _runner(exe, single: bool):

@@ -24,8 +24,9 @@ Lines that still differ from torchvision's original (goal: zero):
   ``opt.step().clear_grad()`` instead of ``loss.backward()``, ``opt.step()``,
   ``opt.zero_grad()``, and the step is a function decorated with ``xla_trace``.
 Added, not changed: ``cifar`` and ``width`` arguments (torchvision hard-codes the ImageNet stem
-and 64). Dropped, unused here: ``groups``/``width_per_group``/``replace_stride_with_dilation``
-(ResNeXt and dilated variants; hlotrace's ``nn.Conv2d`` takes ``dilation``, not ``groups`` > 1).
+and 64). ``groups``, ``width_per_group`` and ``replace_stride_with_dilation`` are torchvision's
+(ResNeXt / wide / dilated variants). Not ported: the ``_resnet``/``ResNet18_Weights`` plumbing
+(downloads; load a checkpoint with ``nn.load_torch_state_dict`` instead).
 """
 
 from __future__ import annotations
@@ -47,10 +48,17 @@ from hlotrace.jit import xla_trace
 # -- the model: torchvision/models/resnet.py ---------------------------------------------------
 
 
-def conv3x3(in_planes: int, out_planes: int, stride: int = 1, dilation: int = 1) -> nn.Conv2d:
+def conv3x3(in_planes: int, out_planes: int, stride: int = 1, groups: int = 1, dilation: int = 1) -> nn.Conv2d:
     """3x3 convolution with padding"""
     return nn.Conv2d(
-        in_planes, out_planes, kernel_size=3, stride=stride, padding=dilation, bias=False, dilation=dilation
+        in_planes,
+        out_planes,
+        kernel_size=3,
+        stride=stride,
+        padding=dilation,
+        groups=groups,
+        bias=False,
+        dilation=dilation,
     )
 
 
@@ -68,11 +76,18 @@ class BasicBlock(nn.Module):
         planes: int,
         stride: int = 1,
         downsample: nn.Module | None = None,
+        groups: int = 1,
+        base_width: int = 64,
+        dilation: int = 1,
         norm_layer: Callable[..., nn.Module] | None = None,
     ) -> None:
         super().__init__()
         if norm_layer is None:
             norm_layer = nn.BatchNorm2d
+        if groups != 1 or base_width != 64:
+            raise ValueError("BasicBlock only supports groups=1 and base_width=64")
+        if dilation > 1:
+            raise NotImplementedError("Dilation > 1 not supported in BasicBlock")
         # Both self.conv1 and self.downsample layers downsample the input when stride != 1
         self.conv1 = conv3x3(inplanes, planes, stride)
         self.bn1 = norm_layer(planes)
@@ -116,16 +131,19 @@ class Bottleneck(nn.Module):
         planes: int,
         stride: int = 1,
         downsample: nn.Module | None = None,
+        groups: int = 1,
+        base_width: int = 64,
+        dilation: int = 1,
         norm_layer: Callable[..., nn.Module] | None = None,
     ) -> None:
         super().__init__()
         if norm_layer is None:
             norm_layer = nn.BatchNorm2d
-        width = planes
+        width = int(planes * (base_width / 64.0)) * groups
         # Both self.conv2 and self.downsample layers downsample the input when stride != 1
         self.conv1 = conv1x1(inplanes, width)
         self.bn1 = norm_layer(width)
-        self.conv2 = conv3x3(width, width, stride)
+        self.conv2 = conv3x3(width, width, stride, groups, dilation)
         self.bn2 = norm_layer(width)
         self.conv3 = conv1x1(width, planes * self.expansion)
         self.bn3 = norm_layer(planes * self.expansion)
@@ -163,6 +181,9 @@ class ResNet(nn.Module):
         layers: list[int],
         num_classes: int = 1000,
         zero_init_residual: bool = False,
+        groups: int = 1,
+        width_per_group: int = 64,
+        replace_stride_with_dilation: list[bool] | None = None,
         norm_layer: Callable[..., nn.Module] | None = None,
         cifar: bool = False,
         width: int = 64,
@@ -173,6 +194,17 @@ class ResNet(nn.Module):
         self._norm_layer = norm_layer
 
         self.inplanes = width
+        self.dilation = 1
+        if replace_stride_with_dilation is None:
+            # each element in the tuple indicates if we should replace
+            # the 2x2 stride with a dilated convolution instead
+            replace_stride_with_dilation = [False, False, False]
+        if len(replace_stride_with_dilation) != 3:
+            raise ValueError(
+                f"replace_stride_with_dilation should be None or a 3-element tuple, got {replace_stride_with_dilation}"
+            )
+        self.groups = groups
+        self.base_width = width_per_group
         if cifar:  # 32x32 inputs: a 3x3 stride-1 stem and no max pool
             self.conv1 = nn.Conv2d(3, self.inplanes, kernel_size=3, stride=1, padding=1, bias=False)
         else:
@@ -181,9 +213,9 @@ class ResNet(nn.Module):
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.Identity() if cifar else nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
         self.layer1 = self._make_layer(block, width, layers[0])
-        self.layer2 = self._make_layer(block, width * 2, layers[1], stride=2)
-        self.layer3 = self._make_layer(block, width * 4, layers[2], stride=2)
-        self.layer4 = self._make_layer(block, width * 8, layers[3], stride=2)
+        self.layer2 = self._make_layer(block, width * 2, layers[1], stride=2, dilate=replace_stride_with_dilation[0])
+        self.layer3 = self._make_layer(block, width * 4, layers[2], stride=2, dilate=replace_stride_with_dilation[1])
+        self.layer4 = self._make_layer(block, width * 8, layers[3], stride=2, dilate=replace_stride_with_dilation[2])
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(width * 8 * block.expansion, num_classes)
 
@@ -210,9 +242,14 @@ class ResNet(nn.Module):
         planes: int,
         blocks: int,
         stride: int = 1,
+        dilate: bool = False,
     ) -> nn.Sequential:
         norm_layer = self._norm_layer
         downsample = None
+        previous_dilation = self.dilation
+        if dilate:
+            self.dilation *= stride
+            stride = 1
         if stride != 1 or self.inplanes != planes * block.expansion:
             downsample = nn.Sequential(
                 conv1x1(self.inplanes, planes * block.expansion, stride),
@@ -220,10 +257,23 @@ class ResNet(nn.Module):
             )
 
         layers = []
-        layers.append(block(self.inplanes, planes, stride, downsample, norm_layer))
+        layers.append(
+            block(
+                self.inplanes, planes, stride, downsample, self.groups, self.base_width, previous_dilation, norm_layer
+            )
+        )
         self.inplanes = planes * block.expansion
         for _ in range(1, blocks):
-            layers.append(block(self.inplanes, planes, norm_layer=norm_layer))
+            layers.append(
+                block(
+                    self.inplanes,
+                    planes,
+                    groups=self.groups,
+                    base_width=self.base_width,
+                    dilation=self.dilation,
+                    norm_layer=norm_layer,
+                )
+            )
 
         return nn.Sequential(*layers)
 

@@ -22,7 +22,7 @@ Lines that still differ from nanoGPT's original (goal: zero):
 - imports: ``import hlotrace.nn as nn``, ``import hlotrace.functional as F``,
   ``from hlotrace import optim`` (nanoGPT: ``torch``, ``torch.nn``, ``torch.nn.functional``);
 - ``torch.tril(torch.ones(n, n))``: ``F.tril(F.ones((n, n)))`` (no ``torch``-style namespace);
-- ``.transpose(1, 2)`` (three lines) and ``k.transpose(-2, -1)``: ``.permute(0, 2, 1, 3)`` and
+- ``.transpose(1, 2)`` (four lines: q, k, v and y) and ``k.transpose(-2, -1)``: ``.permute(0, 2, 1, 3)`` and
   ``k.permute(0, 1, 3, 2)`` (hlotrace's ``Tensor.transpose`` takes a full permutation, as
   NumPy's, not two dims to swap);
 - ``F.softmax(att, dim=-1)``: ``F.softmax(att, axis=-1)`` (``F.softmax`` has no ``dim=``);

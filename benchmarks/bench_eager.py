@@ -13,6 +13,13 @@ Issue targets: one op <= 1.3x jax's eager op; an eager step >= 20x faster than t
 engine and <= 1.3x jax op-by-op; the first eager step <= 1.0x jax op-by-op's first step.
 
     .venv/bin/python -m benchmarks.bench_eager [--repeat N] [--models]
+    .venv/bin/python -m benchmarks.bench_eager --resnet [--resnet-batch 32] [--resnet-width 64]
+        [--numpy-steps 1] [--numpy-first-call]
+
+3. ``--resnet``: examples/resnet.py's ResNet-18 (CIFAR stem, batch 32, SGD momentum), the
+   issue's model: eager steps under the device and NumPy engines vs jax op by op (first and
+   steady), and the first call of its ``xla_trace`` step (eager on the device, or
+   ``first_call="compiled"``; eager on NumPy with ``--numpy-first-call``) vs ``jax.jit``'s.
 """
 
 from __future__ import annotations
@@ -144,6 +151,147 @@ def model_steps(repeat: int) -> dict:
     return results
 
 
+def _jax_sgd_step(loss_fn):
+    """bench_models' ResNet jax peer step (SGD momentum), not jitted: op by op."""
+    import jax
+
+    from benchmarks.bench_models import _sgd_update
+
+    def step(params, buffers, state, lr, *batch):
+        with jax.default_matmul_precision("highest"):
+            (loss, new_buffers), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, buffers, *batch)
+        params, state = _sgd_update(jax.numpy, params, grads, state, lr)
+        return loss, params, {**buffers, **new_buffers}, state
+
+    return step
+
+
+def _timed(call) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def resnet(argv: list[str], repeat: int) -> dict:
+    """ResNet-18 (examples/resnet.py, CIFAR-shaped, SGD momentum): eager steps under each engine
+    vs jax op by op, and the first call of its xla_trace step vs jax.jit's. Every candidate
+    compiles from nothing: the persistent cache off, in-process caches cleared, a new engine."""
+    import jax
+
+    import hlotrace as ht
+    from benchmarks.bench_models import SGD_LR, _resnet_loss, load_example
+    from hlotrace import engines, runtime
+    from hlotrace.autodiff import GradManager
+    from hlotrace.engines.device import DeviceEngine
+    from hlotrace.jit import xla_trace
+    from hlotrace.runtime import cache
+
+    batch_size = int_option(argv, "--resnet-batch", 32)
+    width = int_option(argv, "--resnet-width", 64)
+    numpy_steps = int_option(argv, "--numpy-steps", 1)
+    cache.set_directory("off")
+    example = load_example("resnet")
+    rng = np.random.default_rng(0)
+    images = rng.standard_normal((batch_size, 3, 32, 32)).astype(np.float32)
+    labels = rng.integers(0, 10, batch_size).astype(np.int32)
+    batch = [ht.tensor(images), ht.tensor(labels)]
+
+    def model():
+        ht.random.seed(0)
+        net = example.resnet18(num_classes=10, cifar=True, width=width)
+        return net, example.make_optimizer(net, lr=SGD_LR), None
+
+    def fresh_engine():  # a new device engine and empty in-process caches: every op compiles
+        runtime.compiler.EXECUTABLES.clear()
+        engine = DeviceEngine()
+        engines._device_engines[None] = engine
+        return engine
+
+    def eager_steps(engine_name: str, count: int) -> list[float]:
+        net, opt, _ = model()
+        gm = GradManager().attach(net.parameters())
+        if engine_name == "device":
+            fresh_engine()
+        times = []
+        with ht.eager_engine(engine_name):
+            for _ in range(count):
+                times.append(_timed(lambda: example.train_step(*batch, net=net, opt=opt, gm=gm).numpy()))
+        return times
+
+    def jax_steps(count: int, jit: bool) -> list[float]:
+        net, _, _ = model()
+        device = jax.devices()[0]
+        params = {k: jax.device_put(p.numpy(), device) for k, p in net.named_parameters()}
+        buffers = {k: jax.device_put(b.numpy(), device) for k, b in net.named_buffers()}
+        state = {k: jax.numpy.zeros_like(p) for k, p in params.items()}
+        step = _jax_sgd_step(_resnet_loss(jax, jax.numpy, jax.lax, net))
+        step = jax.jit(step, donate_argnums=(0, 1, 2)) if jit else step
+        box = {"j": (params, buffers, state)}
+        lr = jax.device_put(np.float32(SGD_LR), device)
+        jbatch = [jax.device_put(a, device) for a in (images, labels)]
+        jax.clear_caches()
+
+        def call():
+            loss, *rest = step(*box["j"], lr, *jbatch)
+            box["j"] = tuple(rest)
+            loss.block_until_ready()
+
+        return [_timed(call) for _ in range(count)]
+
+    def first_call(engine_name: str, mode: str) -> float:
+        net, opt, _ = model()
+        gm = GradManager().attach(net.parameters())
+        if engine_name == "device":
+            fresh_engine()
+        runtime.compiler.EXECUTABLES.clear()
+        traced = xla_trace(example.train_step, first_call=mode)
+        with ht.eager_engine(engine_name):
+            return _timed(lambda: traced(*batch, net=net, opt=opt, gm=gm).numpy())
+
+    steady = max(repeat, 3)
+    rows, results = [], {}
+    device = eager_steps("device", 1 + steady)
+    jax_eager = jax_steps(1 + steady, jit=False)
+    numpy_ = eager_steps("numpy", numpy_steps)
+    results["eager"] = {
+        "device_first": device[0],
+        "device_step": min(device[1:]),
+        "jax_first": jax_eager[0],
+        "jax_step": min(jax_eager[1:]),
+        "numpy_step": min(numpy_),
+    }
+    e = results["eager"]
+    rows.append(["eager step: device engine", fmt_time(e["device_first"]), fmt_time(e["device_step"])])
+    rows.append(["eager step: jax op by op (no jit)", fmt_time(e["jax_first"]), fmt_time(e["jax_step"])])
+    rows.append(["eager step: NumPy engine", "-", fmt_time(e["numpy_step"])])
+    firsts = {
+        'xla_trace first call, first_call="eager", device engine': first_call("device", "eager"),
+        'xla_trace first call, first_call="compiled"': first_call("device", "compiled"),
+        "jax.jit first call (trace + compile + run)": jax_steps(1, jit=True)[0],
+    }
+    if "--numpy-first-call" in argv:
+        firsts['xla_trace first call, first_call="eager", NumPy engine'] = first_call("numpy", "eager")
+    for name, seconds in firsts.items():
+        rows.append([name, fmt_time(seconds), "-"])
+    results["first_calls"] = firsts
+    print_table(
+        ["candidate", "first", "steady (best)"],
+        rows,
+        title=f"ResNet-18 (CIFAR stem, width {width}, batch {batch_size}, SGD momentum): eager steps and first calls",
+    )
+    jit_first = firsts["jax.jit first call (trace + compile + run)"]
+    print(
+        f"ResNet-18 eager: device engine {fmt_ratio(e['numpy_step'] / e['device_step'])} faster than the NumPy engine "
+        f"(target >= 20x); device / jax op-by-op {fmt_ratio(e['device_step'] / e['jax_step'])} "
+        f"({verdict(e['device_step'] / e['jax_step'], 1.3)}); first step / jax's "
+        f"{fmt_ratio(e['device_first'] / e['jax_first'])} ({verdict(e['device_first'] / e['jax_first'], 1.0)})"
+    )
+    for name, seconds in firsts.items():
+        if name.startswith("xla_trace"):
+            print(f"{name} / jax.jit's: {fmt_ratio(seconds / jit_first)} ({verdict(seconds / jit_first, 1.5)})")
+    return results
+
+
 def main(argv: list[str] | None = None) -> dict:
     argv = main_args(argv)
     repeat = int_option(argv, "--repeat", REPEAT)
@@ -151,6 +299,8 @@ def main(argv: list[str] | None = None) -> dict:
     results = {"one_op": one_op(repeat)}
     if "--models" in argv:
         results["models"] = model_steps(repeat)
+    if "--resnet" in argv:
+        results["resnet"] = resnet(argv, repeat)
     return results
 
 

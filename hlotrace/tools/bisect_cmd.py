@@ -5,6 +5,26 @@ from __future__ import annotations
 import os
 import sys
 
+from hlotrace import debug
+from hlotrace.debug import AGAINST, DEFAULT_WINDOW
+from hlotrace.errors import HlotraceError
+from hlotrace.jit import TracedFunction
+from hlotrace.tools.checks import check_fits, check_source_file, int_at_least, random_inputs, require_registered_ops
+from hlotrace.tools.common import (
+    CliError,
+    _check_arity,
+    _find_function,
+    _import_file,
+    _split_target,
+    _write_stdout,
+    add_import_argument,
+    add_target_arguments,
+    import_arguments,
+    load_trace,
+    parse_input_spec,
+    random_input,
+)
+
 DESCRIPTION = """\
 Find the first op whose compiled value diverges. The program (FILE.py:FUNC recorded once on
 random inputs of the --input types, or a saved trace file) runs compiled with its
@@ -28,10 +48,6 @@ examples:
 
 
 def add_parser(sub, formatter) -> None:
-    from hlotrace.debug import AGAINST, DEFAULT_WINDOW
-    from hlotrace.tools.checks import int_at_least
-    from hlotrace.tools.common import add_import_argument, add_target_arguments
-
     parser = sub.add_parser(
         "bisect",
         help="name the first op whose compiled result diverges from the eager (or another) reference",
@@ -57,13 +73,10 @@ def _trace_inputs(path: str, seed: int):
     """(trace, input arrays): a fuzz repro's own inputs, else random ones."""
     import numpy as np
 
-    from hlotrace.tools.checks import check_fits, require_registered_ops
-    from hlotrace.tools.common import CliError, load_trace, random_input
-
     trace = load_trace(path)
     require_registered_ops(trace, path)
     try:
-        from hlotrace.testing.fuzz.program import Program
+        from hlotrace.testing.fuzz.program import Program  # lazy: loads testing.fuzz.program (3 modules)
 
         program = Program.load(path)
         if len(program.inputs) == len(trace.inputs):
@@ -83,10 +96,6 @@ def _trace_inputs(path: str, seed: int):
 
 
 def run(args) -> int:
-    from hlotrace import debug
-    from hlotrace.errors import HlotraceError
-    from hlotrace.tools.common import CliError, _write_stdout, import_arguments
-
     if args.window < 1:
         raise CliError("--window must be at least 1")
     import_arguments(args)
@@ -110,16 +119,6 @@ def run(args) -> int:
 
 
 def _function_and_inputs(args):
-    from hlotrace.jit import TracedFunction
-    from hlotrace.tools.checks import check_source_file, random_inputs
-    from hlotrace.tools.common import (
-        _check_arity,
-        _find_function,
-        _import_file,
-        _split_target,
-        parse_input_spec,
-    )
-
     path, func_name = _split_target(args.target)
     check_source_file(path)
     path = os.path.abspath(path)

@@ -40,7 +40,7 @@ def add_parser(sub, formatter) -> None:
 
 
 def cache_report() -> dict:
-    import hlotrace.runtime.cache as cache
+    import hlotrace.runtime.cache as cache  # lazy: loads runtime.cache (7 modules)
 
     root = cache.directory()
     if root is None:
@@ -71,7 +71,7 @@ def _size(n: int) -> str:
 
 
 def run(args) -> int:
-    import hlotrace.runtime.cache as cache
+    import hlotrace.runtime.cache as cache  # lazy: loads runtime.cache (7 modules)
 
     if args.action == "clear":
         root = cache.directory()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+import hlotrace
+from hlotrace.ops.registry import OPS
 from hlotrace.tools.common import CliError, random_input
 
 
@@ -112,8 +114,6 @@ def random_inputs(specs, input_texts, seed: int) -> list:
     messages); CliError when they do not fit in memory."""
     import numpy as np
 
-    import hlotrace
-
     check_fits(specs, [f"--input {text!r}" for text in input_texts])
     rng = np.random.default_rng(seed)
     tensors = []
@@ -128,7 +128,6 @@ def random_inputs(specs, input_texts, seed: int) -> list:
 def require_registered_ops(trace, path: str) -> None:
     """CliError when ``trace`` records ops this process has not registered (a user's ops,
     whose module --import loads)."""
-    from hlotrace.ops.registry import OPS
 
     def ops_of(records):
         for record in records:

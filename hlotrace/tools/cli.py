@@ -27,6 +27,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from hlotrace import config
+from hlotrace.errors import HlotraceError
 from hlotrace.tools.common import (  # noqa: F401  (re-exported: tests and tools import them from here)
     ACCEPTED_DTYPES,
     PROG,
@@ -133,9 +135,6 @@ def run_handler(args) -> int:
     """Run the command; every failure becomes one ``hlotrace: error:`` line and status 2
     (with $HLOTRACE_DEBUG=1 the traceback first). Output cut short by a closed pipe
     (``| head``) ends the program quietly with 141, as SIGPIPE ends other Unix tools."""
-    from hlotrace import config
-    from hlotrace.errors import HlotraceError
-
     debug = False
     try:
         debug = config.get(DEBUG_ENV)
@@ -165,15 +164,11 @@ def run_handler(args) -> int:
 def check_environment() -> None:
     """Every HLOTRACE_* setting a command may read, parsed before it runs (some are read only
     on some paths: a bad value would go unseen); a bad one is one ConfigError naming it."""
-    from hlotrace import config
-
     config.check(("library", "command"))
 
 
 def _os_error(exc: OSError) -> str:
     import os
-
-    from hlotrace import config
 
     where = str(exc.filename) if exc.filename is not None else ""
     reason = exc.strerror or str(exc)

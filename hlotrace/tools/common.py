@@ -10,6 +10,11 @@ import re
 import sys
 import traceback
 
+from hlotrace import dtypes
+from hlotrace.errors import HlotraceError
+from hlotrace.jit import TracedFunction
+from hlotrace.trace import Trace
+
 PROG = "hlotrace"
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -31,7 +36,6 @@ def parse_input_spec(spec: str):
 
     Raises CliError naming the expected form and the accepted dtypes.
     """
-    from hlotrace import dtypes
 
     def bad(why: str) -> CliError:
         return CliError(
@@ -58,8 +62,6 @@ def parse_input_spec(spec: str):
 
 def random_input(shape: tuple[int, ...], dtype, rng):
     """Random NumPy array: floats standard normal, integers in 0..9, bool fair coin flips."""
-    from hlotrace import dtypes
-
     if dtype == dtypes.bool_:
         return rng.random(shape) < 0.5
     if dtype in dtypes.INTEGER:
@@ -123,8 +125,6 @@ def _import_file(path: str):
 
 
 def _callables_in(module) -> list[str]:
-    from hlotrace.jit import TracedFunction
-
     names = []
     for attr, value in vars(module).items():
         if attr.startswith("_"):
@@ -181,9 +181,6 @@ def _write_stdout(text: str) -> None:
 
 def load_trace(path: str):
     """Trace.load with every malformed-file failure turned into a CliError."""
-    from hlotrace.errors import HlotraceError
-    from hlotrace.trace import Trace
-
     if not os.path.exists(path):
         raise CliError(f"no such file: {path}")
     if os.path.isdir(path):
@@ -199,7 +196,7 @@ def load_trace(path: str):
 
 
 def _non_negative_int(text: str) -> int:
-    from hlotrace.tools.checks import int_at_least
+    from hlotrace.tools.checks import int_at_least  # cycle: tools.checks imports this module
 
     return int_at_least(0)(text)
 
@@ -235,7 +232,7 @@ def add_import_argument(parser, purpose: str) -> None:
 
 def import_arguments(args) -> None:
     """Import every --import module; one that fails is a CliError."""
-    from hlotrace.testing.fuzz.session import import_user_modules
+    from hlotrace.testing.fuzz.session import import_user_modules  # lazy: loads testing.fuzz.session (9 modules)
 
     for name in args.imports:
         try:
@@ -271,7 +268,7 @@ def target_trace(args):
         return load_trace(args.target)
     if getattr(args, "setup", None) is not None:
         return setup_target(args, passes="").trace
-    from hlotrace.tools.lower_cmd import record_target
+    from hlotrace.tools.lower_cmd import record_target  # cycle: tools.lower_cmd imports this module
 
     return record_target(
         args.target, args.inputs, args.seed, args.platform, passes="", static=getattr(args, "statics", ())
@@ -281,7 +278,7 @@ def target_trace(args):
 def setup_target(args, passes):
     """``args.target`` recorded on the arguments ``--setup``'s factory returns (a
     hlotrace.tools.setup.SetupProgram)."""
-    from hlotrace.tools.setup import check_setup_options, record_setup
+    from hlotrace.tools.setup import check_setup_options, record_setup  # cycle: tools.setup imports this module
 
     check_setup_options(args)
     return record_setup(args.target, args.setup, args.statics, args.platform, passes)
@@ -336,7 +333,7 @@ def split_input(spec: str) -> tuple[str, str | None]:
 def parse_placement(text: str, spec: str):
     """The ``@...`` part of an --input: per dimension an axis name, ``None`` or ``_``
     (replicated) or ``a+b`` (split over both), comma-separated → ``dist.P``."""
-    from hlotrace.distributed.mesh import P
+    from hlotrace.distributed.mesh import P  # lazy: loads distributed.mesh (15 modules)
 
     entries: list = []
     for part in text.split(",") if text.strip() else []:
@@ -377,9 +374,9 @@ def make_mesh(text: str | None, platform=None):
         return None
     import math
 
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
-    from hlotrace import runtime
-    from hlotrace.distributed.mesh import Mesh, devices
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
+    from hlotrace import runtime  # lazy: loads runtime (7 modules)
+    from hlotrace.distributed.mesh import Mesh, devices  # lazy: loads distributed.mesh (15 modules)
 
     shape, names = parse_mesh(text)
     size = math.prod(shape)
@@ -392,8 +389,6 @@ def make_mesh(text: str | None, platform=None):
 def place_inputs(inputs, input_specs, mesh):
     """Each input laid out on ``mesh`` as its --input's ``@SPEC`` says (replicated without
     one); without a mesh an ``@SPEC`` is a CliError."""
-    from hlotrace.errors import HlotraceError
-
     placed = []
     for tensor, spec in zip(inputs, input_specs, strict=True):
         placement = split_input(spec)[1]
@@ -402,7 +397,7 @@ def place_inputs(inputs, input_specs, mesh):
                 raise CliError(f"--input {spec!r} places an input on a mesh: give --mesh too (e.g. --mesh 4:data)")
             placed.append(tensor)
             continue
-        import hlotrace.distributed as dist
+        import hlotrace.distributed as dist  # lazy: loads distributed (15 modules)
 
         try:
             sharding = dist.NamedSharding(mesh, parse_placement(placement or "", spec))
@@ -426,7 +421,7 @@ def target_program(args, passes: str):
             "--mesh needs a FILE.py:FUNC target (its inputs are placed with --input 'DTYPE[SHAPE]@SPEC'); "
             "a trace file has no placements"
         )
-    from hlotrace.tools.lower_cmd import record_target
+    from hlotrace.tools.lower_cmd import record_target  # cycle: tools.lower_cmd imports this module
 
     traced = record_target(
         args.target,

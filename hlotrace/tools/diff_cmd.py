@@ -7,6 +7,8 @@ import re
 from collections import Counter
 
 from hlotrace.passes.op_count import RULE as OP_COUNT_RULE
+from hlotrace.passes.op_count import op_counts
+from hlotrace.tools.common import CliError, _write_stdout, load_trace
 
 DESCRIPTION = f"""\
 Compare A and B, each a trace file (*.json: lowered first), a StableHLO module (*.mlir, as
@@ -48,10 +50,8 @@ def add_parser(sub, formatter) -> None:
 
 def module_text(path: str) -> str:
     """The module text of a .mlir file, or of a trace file lowered (with locations)."""
-    from hlotrace.tools.common import CliError, load_trace
-
     if path.endswith(".json"):
-        from hlotrace.lowering import lower_trace
+        from hlotrace.lowering import lower_trace  # lazy: loads jax
 
         return lower_trace(load_trace(path)).text(debug_info=True)
     try:
@@ -132,9 +132,7 @@ def _where(definition: str, definitions: dict, names: dict | None = None, depth:
 def kind_counts(text: str, what: str) -> Counter:
     """Op name -> count of a module's text, by the rule every hlotrace command counts with
     (hlotrace.passes.op_count)."""
-    from hlotrace.passes.op_count import op_counts
-    from hlotrace.runtime.jaxlib_compat import ir, shared_context
-    from hlotrace.tools.common import CliError
+    from hlotrace.runtime.jaxlib_compat import ir, shared_context  # lazy: loads jax
 
     try:
         module = ir.Module.parse(text, context=shared_context())
@@ -182,8 +180,6 @@ def _location_key(loc: str):
 
 
 def run(args) -> int:
-    from hlotrace.tools.common import CliError, _write_stdout
-
     for path in (args.a, args.b):
         if not os.path.exists(path):
             raise CliError(f"no such file or directory: {path}")

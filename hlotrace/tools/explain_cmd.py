@@ -7,6 +7,11 @@ import json
 import os
 import re
 
+from hlotrace.passes.registry import DEFAULT_PIPELINE
+from hlotrace.tools.checks import int_at_least
+from hlotrace.tools.common import CliError, _write_stdout, add_mesh_argument, add_target_arguments, target_program
+from hlotrace.tools.setup import add_setup_arguments
+
 DESCRIPTION = """\
 Compile a program (FILE.py:FUNC recorded once on random --input values, or a saved trace
 file; after --passes, default the default pipeline) and explain XLA's optimized module:
@@ -57,10 +62,6 @@ _ALIAS = re.compile(r"\{(\d*)\}: \((\d+), \{\}, (?:may|must)-alias\)")
 
 
 def add_parser(sub, formatter) -> None:
-    from hlotrace.tools.checks import int_at_least
-    from hlotrace.tools.common import add_mesh_argument, add_target_arguments
-    from hlotrace.tools.setup import add_setup_arguments
-
     parser = sub.add_parser(
         "explain",
         help="map each compiled XLA instruction to its recorded ops and source lines, with costs",
@@ -83,11 +84,11 @@ def explain(trace, pipeline: str, platform=None, executable=None) -> dict:
     """The report as a dict: totals, memory, instructions, lines (hottest first), the
     collectives and the devices. ``executable``: the one compiled from ``trace`` under
     ``pipeline`` (an SPMD one for a mesh); else it is compiled here, on one device."""
-    import hlotrace.runtime.hlo_parse as hlo_parse
-    from hlotrace import passes, runtime
-    from hlotrace.distributed.inspect import collectives
-    from hlotrace.lowering import lower_trace
-    from hlotrace.passes.locations import location_from_name
+    import hlotrace.runtime.hlo_parse as hlo_parse  # lazy: loads runtime.hlo_parse (8 modules)
+    from hlotrace import passes, runtime  # lazy: loads runtime (7 modules)
+    from hlotrace.distributed.inspect import collectives  # lazy: loads distributed.inspect (16 modules)
+    from hlotrace.lowering import lower_trace  # lazy: loads jax
+    from hlotrace.passes.locations import location_from_name  # lazy: loads passes.locations (1 module)
 
     exe = executable
     if exe is None:
@@ -206,7 +207,10 @@ def _human(n) -> str:
 
 
 def format_report(report: dict, top: int) -> str:
-    from hlotrace.distributed.inspect import Collective, format_collectives
+    from hlotrace.distributed.inspect import (  # lazy: loads distributed.inspect (16 modules)
+        Collective,
+        format_collectives,
+    )
 
     totals = ", ".join(f"{k} {_human(v)}" for k, v in report["totals"].items()) or "not available"
     memory = ", ".join(f"{k} {_human(v)}B" for k, v in report["memory"].items()) or "not available"
@@ -246,9 +250,6 @@ def format_report(report: dict, top: int) -> str:
 
 
 def run(args) -> int:
-    from hlotrace.passes.registry import DEFAULT_PIPELINE
-    from hlotrace.tools.common import CliError, _write_stdout, target_program
-
     if args.top < 1:
         raise CliError(f"--top must be at least 1, not {args.top}")
     pipeline = DEFAULT_PIPELINE if args.passes is None else args.passes

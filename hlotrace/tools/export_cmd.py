@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from hlotrace import passes
+from hlotrace.tools.checks import check_writable
+from hlotrace.tools.common import CliError, load_trace
+
 # Composites need 1.0.0 or later (0.9.0, the minimum, cannot express them).
 DEFAULT_TARGET = "1.0.0"
 
@@ -42,8 +46,6 @@ def add_parser(sub, formatter) -> None:
 
 
 def _version_tuple(text: str, what: str):
-    from hlotrace.tools.common import CliError
-
     parts = text.split(".")
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
         raise CliError(f"{what} {text!r} is not a version like 1.0.0")
@@ -51,11 +53,8 @@ def _version_tuple(text: str, what: str):
 
 
 def run(args) -> int:
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
-    from hlotrace import passes
-    from hlotrace.lowering import lower_trace
-    from hlotrace.tools.checks import check_writable
-    from hlotrace.tools.common import CliError, load_trace
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
+    from hlotrace.lowering import lower_trace  # lazy: loads jax
 
     minimum, current = jaxlib_compat.stablehlo_versions()
     if args.versions:

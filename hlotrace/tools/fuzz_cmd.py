@@ -7,6 +7,9 @@ import sys
 import time
 
 from hlotrace import config
+from hlotrace.ops.registry import OPS
+from hlotrace.tools.checks import check_writable, finite_float, int_at_least
+from hlotrace.tools.common import CliError, add_import_argument, import_arguments
 
 DESCRIPTION = """\
 Generate random programs of 1-30 ops from the op registry (each op's own sample strategy
@@ -58,9 +61,6 @@ examples:
 
 
 def add_parser(sub, formatter) -> None:
-    from hlotrace.tools.checks import finite_float, int_at_least
-    from hlotrace.tools.common import add_import_argument
-
     parser = sub.add_parser(
         "fuzz",
         help="check random programs against every oracle; shrink and save what disagrees",
@@ -118,8 +118,7 @@ def check_devices(devices: int | None) -> None:
     computation; worker processes inherit it). A client made already with fewer devices (a
     caller that computed before) leaves the variable alone: the oracle then takes a separate
     CPU client of N devices (hlotrace.runtime.cpu_client)."""
-    from hlotrace import runtime
-    from hlotrace.tools.common import CliError
+    from hlotrace import runtime  # lazy: loads runtime (7 modules)
 
     if devices is None:
         return
@@ -147,8 +146,7 @@ def _names(text):
 
 def check_pass_names(text: str | None) -> tuple[str, ...] | None:
     """The pass names of a --passes P,Q list (fuzz, replay); CliError naming an unknown one."""
-    from hlotrace.passes.manager import parse_pipeline
-    from hlotrace.tools.common import CliError
+    from hlotrace.passes.manager import parse_pipeline  # lazy: loads jax
 
     names = _names(text)
     if names:
@@ -161,18 +159,14 @@ def check_pass_names(text: str | None) -> tuple[str, ...] | None:
 
 def settings_from(args):
     """Settings from parsed arguments; bad names are CliErrors."""
-    from hlotrace.tools.common import CliError
-
     try:
         import hypothesis  # noqa: F401
     except ImportError:
         raise CliError(
             "hlotrace fuzz draws from the ops' hypothesis strategies: pip install 'hlotrace[fuzz]'"
         ) from None
-    from hlotrace.ops.registry import OPS
-    from hlotrace.testing.fuzz.generate import select_ops
-    from hlotrace.testing.fuzz.session import Settings
-    from hlotrace.tools.common import CliError, import_arguments
+    from hlotrace.testing.fuzz.generate import select_ops  # lazy: loads testing.fuzz.generate (11 modules)
+    from hlotrace.testing.fuzz.session import Settings  # lazy: loads testing.fuzz.session (9 modules)
 
     check_devices(getattr(args, "devices", None))
     import_arguments(args)
@@ -183,7 +177,7 @@ def settings_from(args):
         raise CliError(f"--ops: {exc.args[0]}") from None
     passes = check_pass_names(args.passes)
     if args.pipeline:
-        from hlotrace.passes.manager import parse_pipeline
+        from hlotrace.passes.manager import parse_pipeline  # lazy: loads jax
 
         try:
             parse_pipeline(args.pipeline)
@@ -214,8 +208,7 @@ def settings_from(args):
 def _check_generatable(names, prefix: str) -> None:
     """Each of ``names`` alone must build (a user's op whose inference refuses every operand
     set the generator offers would give a session of nothing but unbuilt programs)."""
-    from hlotrace.testing.fuzz.generate import cannot_generate
-    from hlotrace.tools.common import CliError
+    from hlotrace.testing.fuzz.generate import cannot_generate  # lazy: loads testing.fuzz.generate (11 modules)
 
     for name in names:
         why = cannot_generate(name)
@@ -254,9 +247,7 @@ class Progress:
 
 
 def run(args) -> int:
-    from hlotrace.testing.fuzz.session import fuzz
-    from hlotrace.tools.checks import check_writable
-    from hlotrace.tools.common import CliError
+    from hlotrace.testing.fuzz.session import fuzz  # lazy: loads testing.fuzz.session (9 modules)
 
     if args.seconds <= 0 and not args.programs:
         raise CliError("--seconds must be positive")

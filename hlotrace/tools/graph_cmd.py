@@ -6,7 +6,11 @@ from __future__ import annotations
 import html
 import os
 
+from hlotrace import passes
+from hlotrace.tools.checks import check_writable
+from hlotrace.tools.common import CliError, add_target_arguments, target_trace
 from hlotrace.tools.graph_layout import NODE_H, NODE_W, is_regions, layout, nested_counts
+from hlotrace.tools.setup import add_setup_arguments
 
 DESCRIPTION = """\
 Draw the op graph of a program (FILE.py:FUNC recorded once on random --input values, or a
@@ -43,9 +47,6 @@ FORMATS = (".html", ".htm", ".svg", ".dot", ".gv", ".png")
 
 
 def add_parser(sub, formatter) -> None:
-    from hlotrace.tools.common import add_target_arguments
-    from hlotrace.tools.setup import add_setup_arguments
-
     parser = sub.add_parser(
         "graph",
         help="draw the op graph (HTML or SVG) with source lines, shapes and fusion groups",
@@ -74,9 +75,8 @@ def add_parser(sub, formatter) -> None:
 
 def fusion_groups(trace) -> dict[int, str]:
     """Record index -> composite label (``hlotrace.softmax #2``), from fuse-elementwise."""
-    from hlotrace import passes
-    from hlotrace.lowering import lower_trace
-    from hlotrace.passes.locations import record_location
+    from hlotrace.lowering import lower_trace  # lazy: loads jax
+    from hlotrace.passes.locations import record_location  # lazy: loads passes.locations (1 module)
 
     fused = passes.run(lower_trace(trace), "fuse-elementwise")
     functions = {f.attributes["sym_name"].value: f for f in fused.module.body.operations if "sym_name" in f.attributes}
@@ -201,8 +201,6 @@ def write_png(dot_text: str, out: str) -> None:
     import shutil
     import subprocess
 
-    from hlotrace.tools.common import CliError
-
     program = shutil.which("dot")
     if program is None:
         raise CliError(
@@ -237,8 +235,7 @@ def render_html(trace, groups: dict[int, str], title: str) -> str:
 def _open_in_model_explorer(trace) -> None:
     import tempfile
 
-    from hlotrace.lowering import lower_trace
-    from hlotrace.tools.common import CliError
+    from hlotrace.lowering import lower_trace  # lazy: loads jax
 
     try:
         import model_explorer
@@ -254,9 +251,6 @@ def _open_in_model_explorer(trace) -> None:
 
 def run(args) -> int:
     import sys
-
-    from hlotrace.tools.checks import check_writable
-    from hlotrace.tools.common import CliError, target_trace
 
     suffix = os.path.splitext(args.out)[1].lower()
     if not args.open and suffix not in FORMATS:

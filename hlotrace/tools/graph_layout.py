@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from hlotrace.trace import Region
+
 NODE_W, NODE_H, GAP_X, GAP_Y, MARGIN = 190, 46, 30, 46, 30
 FRAME_PAD, LABEL_H = 8, 12  # around a frame's contents; its name above them
 
@@ -46,8 +48,6 @@ class Geometry:
 
 
 def is_regions(value) -> bool:
-    from hlotrace.trace import Region
-
     return isinstance(value, Region) or (
         isinstance(value, tuple | list) and bool(value) and all(isinstance(v, Region) for v in value)
     )

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import sys
 
+from hlotrace.errors import HlotraceError
+from hlotrace.ops.registry import Aval
 from hlotrace.passes.op_count import RULE as OP_COUNT_RULE
-from hlotrace.tools.checks import check_source_file, random_inputs
+from hlotrace.passes.op_count import op_counts
+from hlotrace.tools.checks import check_source_file, check_writable, random_inputs
 from hlotrace.tools.common import (
     ACCEPTED_DTYPES,
     PROG,
@@ -23,9 +26,10 @@ from hlotrace.tools.common import (
     make_mesh,
     parse_input_spec,
     place_inputs,
+    setup_target,
     split_input,
 )
-from hlotrace.tools.setup import add_setup_arguments
+from hlotrace.tools.setup import add_setup_arguments, parse_statics, wrap_traced
 
 DESCRIPTION = f"""\
 Import FILE.py, call FUNC once on random inputs while recording it with
@@ -100,8 +104,6 @@ def add_parser(sub, formatter) -> None:
 
 
 def _summary(lowered, platform: str, func_name: str, avals: str) -> str:
-    from hlotrace.passes.op_count import op_counts
-
     counts = op_counts(lowered.module)
     total = sum(counts.values())
     ops = ", ".join(
@@ -112,7 +114,7 @@ def _summary(lowered, platform: str, func_name: str, avals: str) -> str:
 
 def _mesh_summary(traced) -> str:
     """``mesh data=4,model=2 (8 devices): 2 collectives (all-reduce 2)`` for the summary line."""
-    from hlotrace.distributed.inspect import collectives, mesh_axes
+    from hlotrace.distributed.inspect import collectives, mesh_axes  # lazy: loads distributed.inspect (16 modules)
 
     exe = traced.executable
     axes = mesh_axes(exe)
@@ -130,8 +132,6 @@ def record_target(target: str, input_specs, seed: int = 0, platform=None, passes
     such as 'f32[8,8]', or 'f32[8,8]@data' with ``mesh``, a --mesh string) and the keyword
     arguments of ``static`` (--static NAME=VALUE texts) under xla_trace and return the
     TracedFunction (compiled, with its trace). Every user mistake is a CliError."""
-    from hlotrace.tools.setup import parse_statics
-
     path, func_name = _split_target(target)
     statics = parse_statics(static)
     specs = [parse_input_spec(split_input(spec)[0]) for spec in input_specs]
@@ -156,9 +156,6 @@ def record_target(target: str, input_specs, seed: int = 0, platform=None, passes
 
 
 def _record(obj, func_name: str, specs, user_dir: str, seed: int, platform, passes, placement=(None, ()), statics=None):
-    from hlotrace.errors import HlotraceError
-    from hlotrace.tools.setup import wrap_traced
-
     statics = statics or {}
     traced = wrap_traced(obj, platform, passes)
     fn = traced.fn
@@ -183,15 +180,11 @@ def _record(obj, func_name: str, specs, user_dir: str, seed: int, platform, pass
 
 
 def run(args) -> int:
-    from hlotrace import runtime
-    from hlotrace.ops.registry import Aval
-    from hlotrace.tools.checks import check_writable
+    from hlotrace import runtime  # lazy: loads runtime (7 modules)
 
     if args.trace_out:
         check_writable(args.trace_out, "--trace-out")
     if args.setup is not None:
-        from hlotrace.tools.common import setup_target
-
         traced = setup_target(args, args.passes)
     else:
         traced = record_target(

@@ -41,7 +41,7 @@ def add_parser(sub, formatter) -> None:
 
 
 def passes_report() -> list[dict]:
-    from hlotrace.passes import PASSES, parse_pipeline
+    from hlotrace.passes import PASSES, parse_pipeline  # lazy: parse_pipeline loads jax
 
     parse_pipeline("")  # imports hlotrace's own passes
     return [
@@ -58,7 +58,7 @@ def passes_report() -> list[dict]:
 
 
 def run(args) -> int:
-    from hlotrace.passes import DEFAULT_PIPELINE, parse_pipeline, pipeline_text
+    from hlotrace.passes import DEFAULT_PIPELINE, parse_pipeline, pipeline_text  # lazy: parse_pipeline loads jax
 
     if args.default:
         print(DEFAULT_PIPELINE or '""  (no passes)')

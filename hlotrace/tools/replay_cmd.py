@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from hlotrace.errors import TraceError
+from hlotrace.tools.checks import require_registered_ops
+from hlotrace.tools.common import CliError, add_import_argument, import_arguments
+from hlotrace.tools.fuzz_cmd import check_pass_names
+
 DESCRIPTION = """\
 Load a program saved by 'hlotrace fuzz' (a trace file with its inputs; a plain trace file
 gets random inputs), print it, run it against every oracle (eager NumPy, compiled, every
@@ -19,8 +24,6 @@ examples:
 
 
 def add_parser(sub, formatter) -> None:
-    from hlotrace.tools.common import add_import_argument
-
     parser = sub.add_parser(
         "replay",
         help="re-run a saved fuzz program against every oracle and print the verdict",
@@ -39,13 +42,9 @@ def add_parser(sub, formatter) -> None:
 def run(args) -> int:
     import os
 
-    from hlotrace.errors import TraceError
-    from hlotrace.testing.fuzz.interpreter import Interpreter
-    from hlotrace.testing.fuzz.oracles import BUGS, Oracles, check
-    from hlotrace.testing.fuzz.program import Program
-    from hlotrace.tools.checks import require_registered_ops
-    from hlotrace.tools.common import CliError, import_arguments
-    from hlotrace.tools.fuzz_cmd import check_pass_names
+    from hlotrace.testing.fuzz.interpreter import Interpreter  # lazy: loads testing.fuzz.interpreter (3 modules)
+    from hlotrace.testing.fuzz.oracles import BUGS, Oracles, check  # lazy: loads testing.fuzz.oracles (8 modules)
+    from hlotrace.testing.fuzz.program import Program  # lazy: loads testing.fuzz.program (3 modules)
 
     import_arguments(args)
     if not os.path.exists(args.file):

@@ -7,6 +7,11 @@ import inspect
 import json
 import sys
 
+from hlotrace import functional
+from hlotrace.ops import OPS
+from hlotrace.ops.registry import is_differentiable
+from hlotrace.tools.common import _write_stdout
+
 PROG = "hlotrace"
 
 DESCRIPTION = """\
@@ -48,10 +53,8 @@ def add_parser(sub, formatter) -> None:
 
 
 def run(args) -> int:
-    from hlotrace.tools.common import _write_stdout
-
     if args.matrix:
-        import hlotrace.tools.rules_matrix as rules_matrix
+        import hlotrace.tools.rules_matrix as rules_matrix  # lazy: loads tools.rules_matrix (1 module)
 
         report = rules_matrix.matrix()
         _write_stdout(json.dumps(report, indent=1) if args.json else rules_matrix.text(report))
@@ -60,8 +63,6 @@ def run(args) -> int:
 
 
 def _vjp_status(op) -> str:
-    from hlotrace.ops.registry import is_differentiable
-
     if not is_differentiable(op):
         return "n/a"  # no gradient flows through it (or reverse mode is refused: while_loop)
     return "yes" if op.vjp is not None else "MISSING"
@@ -69,9 +70,6 @@ def _vjp_status(op) -> str:
 
 def composites() -> list[dict]:
     """Public functions of hlotrace.functional that are not registered ops (made of ops)."""
-    from hlotrace import functional
-    from hlotrace.ops import OPS
-
     found = []
     for name, fn in vars(functional).items():
         if name.startswith("_") or name in OPS or not inspect.isfunction(fn):
@@ -86,10 +84,8 @@ def composites() -> list[dict]:
 def rules_report() -> dict:
     """Coverage of the registries: one entry per op (rule, property test, VJP), the
     composites, and the ops missing a rule, a sample strategy or a VJP."""
-    import hlotrace.lowering.rules  # noqa: F401  (fills RULES)
-    from hlotrace.lowering import PLATFORM_RULES, RULES
-    from hlotrace.ops import OPS
-    from hlotrace.ops.registry import is_differentiable
+    import hlotrace.lowering.rules  # noqa: F401  lazy: loads jax (fills RULES)
+    from hlotrace.lowering import PLATFORM_RULES, RULES  # lazy: loads jax
 
     ops = []
     for op in sorted(OPS.values(), key=lambda o: (o.family, o.name)):

@@ -20,6 +20,10 @@ from dataclasses import replace
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.dispatch import describe_avals
+from hlotrace.errors import ShapeDtypeError
+from hlotrace.ops import OPS
+from hlotrace.ops.registry import Aval
 
 PLATFORMS = ("cpu", "cuda")
 
@@ -36,7 +40,7 @@ def draw_example(op, dtype=None, force=False, example_seed=0):
     (it refuses ``dtype`` outright)."""
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
-    import hlotrace.testing.strategies as strategies
+    import hlotrace.testing.strategies as strategies  # lazy: loads testing.strategies (4 modules)
 
     found = []
 
@@ -56,16 +60,12 @@ def draw_example(op, dtype=None, force=False, example_seed=0):
 
 def avals_of(sample) -> tuple:
     """The Avals of a sample's array operands (Python scalars are weak and take theirs)."""
-    from hlotrace.ops.registry import Aval
-
     return tuple(Aval(np.shape(a), dt.dtype_of_value(a)) for a in sample.args if _is_array(a))
 
 
 def accepts(op, sample) -> bool:
     """Whether ``op``'s canonicalization and inference accept the sample, refusing exactly
     what ``ops.apply`` turns into an OpError (a bad dtype or shape, bad attributes)."""
-    from hlotrace.errors import ShapeDtypeError
-
     attrs = dict(sample.attrs)
     avals = avals_of(sample)
     try:
@@ -92,7 +92,7 @@ def _retyped(sample, primary, dtype):
 
 def admitted(op) -> tuple:
     """The primary dtypes ``op``'s strategy draws from; ``()`` when it draws none."""
-    from hlotrace.testing.check import admitted_dtypes
+    from hlotrace.testing.check import admitted_dtypes  # lazy: loads testing.check (6 modules)
 
     found = admitted_dtypes(op)
     return () if len(found) == 1 and found[0] is None else tuple(found)
@@ -130,7 +130,6 @@ def probe(op, dtype, bases=None):
 
 def describe(sample) -> str:
     """``"f32[2,3], i32[]; axis=1"``: a probe's operands and plain attributes."""
-    from hlotrace.dispatch import describe_avals
 
     def plain(value) -> bool:
         if isinstance(value, tuple | list):
@@ -146,9 +145,8 @@ def matrix() -> dict:
     "probes": {name: "inputs; attrs"}}]}``; status: "tested" (rule and property test for
     that dtype), "rule" (a rule, no test run there), "no rule", or absent when the op's
     inference refuses every probe of that dtype."""
-    import hlotrace.lowering.rules  # noqa: F401  (fills RULES)
-    from hlotrace.lowering import PLATFORM_RULES, RULES
-    from hlotrace.ops import OPS
+    import hlotrace.lowering.rules  # noqa: F401  lazy: loads jax (fills RULES)
+    from hlotrace.lowering import PLATFORM_RULES, RULES  # lazy: loads jax
 
     columns = [dt.short_name(d) for d in dt.SUPPORTED]
     rows = []

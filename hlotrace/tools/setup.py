@@ -20,6 +20,11 @@ import inspect
 import os
 import sys
 
+from hlotrace.errors import HlotraceError
+from hlotrace.jit import PartialTracedFunction, TracedFunction, xla_trace
+from hlotrace.ops.registry import Aval
+from hlotrace.tensor import Tensor
+from hlotrace.tools.checks import check_source_file
 from hlotrace.tools.common import (
     CliError,
     _describe,
@@ -105,8 +110,6 @@ def check_setup_options(args) -> None:
 def wrap_traced(obj, platform=None, passes=None):
     """``obj`` (a plain function, or one decorated with xla_trace) as a fresh TracedFunction
     compiling for ``platform`` under ``passes``, keeping the decorator's own options."""
-    from hlotrace.jit import PartialTracedFunction, TracedFunction, xla_trace
-
     if isinstance(obj, PartialTracedFunction):
         obj = obj.forward
     if isinstance(obj, TracedFunction):
@@ -176,9 +179,6 @@ class SetupProgram:
 def _short(value) -> str:
     import numpy as np
 
-    from hlotrace.ops.registry import Aval
-    from hlotrace.tensor import Tensor
-
     if isinstance(value, Tensor | np.ndarray):
         return str(Aval(tuple(value.shape), value.dtype))
     if isinstance(value, tuple | list):
@@ -194,9 +194,6 @@ def _short(value) -> str:
 def record_setup(target: str, setup: str, statics=(), platform=None, passes=None) -> SetupProgram:
     """Import the target's file and the factory's, call the factory, and record the target on
     its arguments from their shapes (``lower``); every user mistake is a CliError."""
-    from hlotrace.errors import HlotraceError
-    from hlotrace.tools.checks import check_source_file
-
     path, func_name = _split_target(target)
     setup_path, sep, factory_name = setup.rpartition(":")
     if not sep or not setup_path or not factory_name:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from hlotrace import passes
 from hlotrace.passes.op_count import RULE as OP_COUNT_RULE
+from hlotrace.tools.checks import check_writable
+from hlotrace.tools.common import CliError, _write_stdout, check_trace_target, load_trace, setup_target
+from hlotrace.tools.setup import add_setup_arguments
 
 DESCRIPTION = f"""\
 Load a trace saved by Trace.save, 'hlotrace lower --trace-out' or HLOTRACE_DUMP_TO (a JSON
@@ -24,8 +28,6 @@ examples:
 
 
 def add_parser(sub, formatter) -> None:
-    from hlotrace.tools.setup import add_setup_arguments
-
     show = sub.add_parser(
         "show",
         help="print a saved trace, or the StableHLO it lowers to",
@@ -50,9 +52,6 @@ def add_parser(sub, formatter) -> None:
 def run(args) -> int:
     import sys
 
-    from hlotrace.tools.checks import check_writable
-    from hlotrace.tools.common import CliError, _write_stdout, check_trace_target, load_trace, setup_target
-
     if (args.passes or args.dump_passes) and not args.lower:
         raise CliError("--passes and --dump-passes need --lower")
     if args.dump_passes:
@@ -72,8 +71,7 @@ def run(args) -> int:
         if not args.lower:
             text = str(trace)
         else:
-            from hlotrace import passes
-            from hlotrace.lowering import lower_trace
+            from hlotrace.lowering import lower_trace  # lazy: loads jax
 
             lowered = lower_trace(trace)
             if args.passes or args.dump_passes:

@@ -6,6 +6,11 @@ import os
 import sys
 
 from hlotrace.passes.op_count import RULE as OP_COUNT_RULE
+from hlotrace.passes.op_count import count_ops
+from hlotrace.passes.registry import DEFAULT_PIPELINE
+from hlotrace.tools.checks import check_writable
+from hlotrace.tools.common import CliError, _write_stdout, add_mesh_argument, add_target_arguments, target_program
+from hlotrace.tools.setup import add_setup_arguments
 
 DESCRIPTION = f"""\
 Show every stage a program goes through: the recorded trace, the StableHLO module as
@@ -38,9 +43,6 @@ examples:
 
 
 def add_parser(sub, formatter) -> None:
-    from hlotrace.tools.common import add_mesh_argument, add_target_arguments
-    from hlotrace.tools.setup import add_setup_arguments
-
     parser = sub.add_parser(
         "stages",
         help="print the trace, the StableHLO, the module after each pass and XLA's optimized HLO",
@@ -61,9 +63,8 @@ def stages(trace, pipeline: str, platform=None, locations: bool = True, traced=N
     """(file name, title, text) of every stage of ``trace`` under ``pipeline``. ``traced``: the
     compiled function that recorded ``trace`` under ``pipeline`` (on a mesh): its lowered
     module and (partitioned) executable are shown instead of compiling anew."""
-    from hlotrace import passes, runtime
-    from hlotrace.lowering import lower_trace
-    from hlotrace.passes.op_count import count_ops
+    from hlotrace import passes, runtime  # lazy: loads runtime (7 modules)
+    from hlotrace.lowering import lower_trace  # lazy: loads jax
 
     lowered = lower_trace(trace) if traced is None else traced.lowered
     result = [("00-trace.txt", "trace", str(trace))]
@@ -93,7 +94,7 @@ def stages(trace, pipeline: str, platform=None, locations: bool = True, traced=N
 
 
 def _kinds(hlo: str) -> str:
-    from hlotrace.distributed.inspect import collectives
+    from hlotrace.distributed.inspect import collectives  # lazy: loads distributed.inspect (16 modules)
 
     counts: dict[str, int] = {}
     for c in collectives(hlo):
@@ -103,10 +104,6 @@ def _kinds(hlo: str) -> str:
 
 
 def run(args) -> int:
-    from hlotrace.passes.registry import DEFAULT_PIPELINE
-    from hlotrace.tools.checks import check_writable
-    from hlotrace.tools.common import CliError, _write_stdout, target_program
-
     if args.out:
         check_writable(args.out, "-o", directory=True)
     pipeline = DEFAULT_PIPELINE if args.passes is None else args.passes

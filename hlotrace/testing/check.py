@@ -17,6 +17,7 @@ from hlotrace import dtypes as dt
 from hlotrace.dispatch import apply
 from hlotrace.dtypes import FLOATING
 from hlotrace.engines import eager_engine
+from hlotrace.jit import xla_trace
 from hlotrace.ops.registry import OpDef
 from hlotrace.tensor import Tensor
 from hlotrace.testing.sampling import OpSample
@@ -84,8 +85,6 @@ def run_compiled(op: OpDef, sample: OpSample, platform: str | None = None) -> np
     """Record ``op`` applied to the sample's operands, compile it with xla_trace and return
     the second (compiled) call's result. Arrays are inputs, except the ``captured`` ones,
     which the program closes over (lowered as constants); Python scalars stay literals."""
-    from hlotrace.jit import xla_trace
-
     program, inputs = sample_program(op, sample, f"check_{op.name}")
     traced = xla_trace(program, platform=platform, capture_as_const=bool(sample.captured))
     traced(*inputs)

@@ -8,7 +8,7 @@ import numpy as np
 def run_lowered(lowered, arrays, platform: str | None = None) -> list[np.ndarray]:
     """Compile ``lowered`` (a LoweredModule, e.g. after ``passes.run``) and run it on
     ``arrays`` (host arrays in @main's argument order); return the outputs on the host."""
-    from hlotrace import runtime
+    from hlotrace import runtime  # lazy: loads runtime (7 modules)
 
     exe = runtime.compile(lowered.text(), lowered.in_avals, lowered.out_avals, platform=platform)
     buffers = [

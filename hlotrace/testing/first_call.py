@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlotrace.jit import xla_trace
 from hlotrace.ops.registry import OpDef
 from hlotrace.testing.check import sample_program
 from hlotrace.testing.sampling import OpSample
@@ -26,8 +27,6 @@ def _records(trace) -> list:
 
 
 def check_first_call(op: OpDef, sample: OpSample, platform: str | None = None) -> None:
-    from hlotrace.jit import xla_trace
-
     program, inputs = sample_program(op, sample, f"first_call_{op.name}")
     capture = bool(sample.captured)
     eager_first = xla_trace(program, platform=platform, capture_as_const=capture)

@@ -23,6 +23,7 @@ import hlotrace.testing.strategies as strategies
 from hlotrace import dtypes as dt
 from hlotrace.autodiff import grad, vjp
 from hlotrace.dispatch import apply
+from hlotrace.jit import xla_trace
 from hlotrace.ops.registry import OpDef, is_differentiable
 from hlotrace.tensor import Tensor
 from hlotrace.testing.check import _as_operand, example_seed, on_numpy_engine
@@ -226,8 +227,6 @@ def _flush_scalar(value, tiny: float):
 @on_numpy_engine
 def check_compiled_grad(op: OpDef, sample: OpSample, rng: np.random.Generator) -> bool:
     """Assert ``xla_trace(grad(f))`` equals eager ``grad(f)``; False when nothing is differentiable."""
-    from hlotrace.jit import xla_trace
-
     positions = float_positions(sample)
     args = [flush_subnormals(a) if isinstance(a, np.ndarray) else a for a in sample.args]
     if not positions:

@@ -115,18 +115,6 @@ EXEMPT: tuple[str, ...] = (
     "hlotrace/optim/optimizer.py",
     "hlotrace/partial.py",
     "hlotrace/recompiles.py",
-    "hlotrace/testing/check.py",
-    "hlotrace/testing/differential.py",
-    "hlotrace/testing/first_call.py",
-    "hlotrace/testing/fuzz/eager_device.py",
-    "hlotrace/testing/fuzz/interpreter.py",
-    "hlotrace/testing/fuzz/oracles.py",
-    "hlotrace/testing/fuzz/program.py",
-    "hlotrace/testing/fuzz/regions.py",
-    "hlotrace/testing/fuzz/session.py",
-    "hlotrace/testing/fuzz/spmd.py",
-    "hlotrace/testing/gradcheck.py",
-    "hlotrace/testing/pass_check.py",
     "hlotrace/traced.py",
 )
 

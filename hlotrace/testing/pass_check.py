@@ -17,7 +17,9 @@ from hypothesis import Phase, given, seed, settings
 
 import hlotrace.testing.strategies as strategies
 from hlotrace import dtypes as dt
+from hlotrace import passes
 from hlotrace.dispatch import apply
+from hlotrace.jit import xla_trace
 from hlotrace.ops.registry import OpDef, is_differentiable
 from hlotrace.tensor import Tensor
 from hlotrace.testing.check import example_seed
@@ -32,8 +34,6 @@ EXAMPLES = 3
 def pipelines_under_test() -> list[str]:
     """Each of hlotrace's passes alone (default options), the default pipeline, and all of
     them in one pipeline."""
-    from hlotrace import passes
-
     passes.parse_pipeline("")  # registers hlotrace's own passes
     own = sorted(name for name, p in passes.PASSES.items() if not p.builtin and p.module.startswith("hlotrace."))
     result = list(own)
@@ -51,7 +51,7 @@ def _operand(value):
 
 def _program(op: OpDef, sample: OpSample):
     """(function of the input tensors, host inputs): the op, or its value and gradient."""
-    from hlotrace.autodiff import grad
+    from hlotrace.autodiff import grad  # lazy: import hlotrace does not load autodiff (~3 ms)
 
     args = list(sample.args)
     positions = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
@@ -84,9 +84,6 @@ def _program(op: OpDef, sample: OpSample):
 
 
 def check_passes(op: OpDef, sample: OpSample, pipelines) -> None:
-    from hlotrace import passes
-    from hlotrace.jit import xla_trace
-
     fn, inputs = _program(op, sample)
     traced = xla_trace(fn, passes="", capture_as_const=True)
     traced(*[Tensor._from_array(np.array(a)) for a in inputs])

@@ -28,6 +28,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlotrace.dispatch import apply
+from hlotrace.engines import device_engine, eager_engine
+from hlotrace.ops.registry import OPS
+from hlotrace.tensor import Tensor
+
 MODES = ("off", "short", "all")
 DEFAULT_MODE = "short"
 # "short": programs of at most SHORT_RECORDS records (each op application is one compile),
@@ -59,8 +64,6 @@ def run_eager_device(program) -> tuple[list[np.ndarray], list[np.ndarray]]:
     first on an executable XLA compiled quickly (LLVM -O0, last bits may differ) while the
     optimized one compiles; the second run, after waiting for those, runs the optimized
     executables, which the bitwise comparison with the compiled module needs."""
-    from hlotrace.engines import device_engine, eager_engine
-
     with eager_engine("device"):
         engine = device_engine()  # the engine itself (the selection may be a lazy placeholder)
         # Each op built anew from its rule as registered now (the engine keys its executables
@@ -73,10 +76,6 @@ def run_eager_device(program) -> tuple[list[np.ndarray], list[np.ndarray]]:
 
 
 def _run(program) -> list[np.ndarray]:
-    from hlotrace.dispatch import apply
-    from hlotrace.ops.registry import OPS
-    from hlotrace.tensor import Tensor
-
     trace = program.trace
     env: dict[int, object] = {}
     for var_id, value in zip(trace.inputs, program.inputs, strict=True):
@@ -94,16 +93,21 @@ def _run(program) -> list[np.ndarray]:
 def check_eager_device(run, base, base_bad) -> None:
     """The oracle on ``run`` (an oracles._Run whose compiled results are ``base``, wrong
     where ``base_bad``): findings of oracle ``eager-device`` go to its verdict."""
-    from hlotrace import runtime
-    from hlotrace.testing.fuzz.compare import bit_differences, disagreeing, first_diff, only_subnormals
+    from hlotrace import runtime  # lazy: loads runtime (7 modules)
+    from hlotrace.testing.fuzz.compare import (  # lazy: loads testing.fuzz.compare (5 modules)
+        bit_differences,
+        disagreeing,
+        first_diff,
+        only_subnormals,
+    )
     from hlotrace.testing.fuzz.oracles import (
         ENGINE_BUG,
         UNDEFINED_INPUT,
         XLA_DISAGREEMENT,
         _narrow,
         domain_violation,
-    )
-    from hlotrace.testing.fuzz.spmd import _spmd_bad, bitwise_output
+    )  # cycle: testing.fuzz.oracles imports this module
+    from hlotrace.testing.fuzz.spmd import _spmd_bad, bitwise_output  # lazy: loads testing.fuzz.spmd (1 module)
 
     program, verdict = run.program, run.verdict
     why = runs_on(program, run.oracles.eager_device, run.oracles.rotate)

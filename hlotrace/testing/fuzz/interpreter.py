@@ -18,6 +18,8 @@ import sys
 
 import numpy as np
 
+from hlotrace import dtypes as dt
+
 # Ops the interpreter aborts on (JAXLIB_NOTES.md), and integer division (SIGFPE on x/0).
 _UNSUPPORTED = re.compile(
     r"stablehlo\.rng\b|rng_bit_generator|custom_call|cholesky|"
@@ -94,11 +96,10 @@ def _read_message(stream, timeout: float):
 
 def interpret(module_text: str, inputs) -> list[np.ndarray]:
     """Run ``module_text``'s @main in the reference interpreter (in this process)."""
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
-    from hlotrace import dtypes as dt
-    from hlotrace.lowering.builder import main_function
-    from hlotrace.lowering.hlo import element_type, tensor_type
-    from hlotrace.runtime.jaxlib_compat import dense_elements, ir, stablehlo
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
+    from hlotrace.lowering.builder import main_function  # lazy: loads jax
+    from hlotrace.lowering.hlo import element_type, tensor_type  # lazy: loads jax
+    from hlotrace.runtime.jaxlib_compat import dense_elements, ir, stablehlo  # lazy: loads jax
 
     with jaxlib_compat.shared_context(), ir.Location.unknown():
         module = ir.Module.parse(module_text)

@@ -40,7 +40,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hlotrace import passes
 from hlotrace.errors import HlotraceError
+from hlotrace.ops.registry import OPS
+from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES
 from hlotrace.testing.fuzz.compare import (
     ILL_CONDITIONED,
     PERTURBATIONS,
@@ -55,7 +58,7 @@ from hlotrace.testing.fuzz.compare import (
 )
 from hlotrace.testing.fuzz.evaluate import evaluate, is_float
 from hlotrace.testing.fuzz.program import Program
-from hlotrace.testing.values import flush_subnormals
+from hlotrace.testing.values import flush_subnormals, subnormals
 
 RULE_BUG = "rule bug"
 PASS_BUG = "pass bug"
@@ -128,8 +131,7 @@ class Oracles:
         """The passes to check, in pipeline order: the default pipeline's, then the rest."""
         if self.passes is not None:
             return self.passes
-        from hlotrace.passes.manager import parse_pipeline  # loads hlotrace's own passes
-        from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES
+        from hlotrace.passes.manager import parse_pipeline  # lazy: loads jax and hlotrace's own passes
 
         default = [spec.name for spec in parse_pipeline(DEFAULT_PIPELINE)]
         return (*default, *sorted(set(PASSES) - set(default)))
@@ -245,7 +247,7 @@ class _Run:
         return bad
 
     def compile_run(self, lowered):
-        from hlotrace.testing.differential import run_lowered
+        from hlotrace.testing.differential import run_lowered  # lazy: loads testing.differential (1 module)
 
         self.verdict.compiles += 1
         return run_lowered(lowered, self.program.inputs, platform=self.oracles.platform)
@@ -256,7 +258,7 @@ class _Run:
 
 def check(program: Program, oracles: Oracles | None = None) -> Verdict:
     """Every oracle on ``program``; the verdict lists each disagreement, classified."""
-    from hlotrace.lowering import lower_trace
+    from hlotrace.lowering import lower_trace  # lazy: loads jax
 
     oracles = oracles or Oracles()
     run = _Run(program, oracles)
@@ -273,12 +275,12 @@ def check(program: Program, oracles: Oracles | None = None) -> Verdict:
         if bad.any():
             _classify_compiled(run, lowered, k, actual, bad)
     _check_interpreter(run, lowered, base_bad)
-    from hlotrace.testing.fuzz.eager_device import check_eager_device
+    from hlotrace.testing.fuzz.eager_device import check_eager_device  # cycle: eager_device imports this module
 
     check_eager_device(run, base, base_bad)
     _check_passes(run, lowered, base, base_bad)
     if oracles.devices or program.meta.get("spmd"):
-        from hlotrace.testing.fuzz.spmd import check_spmd
+        from hlotrace.testing.fuzz.spmd import check_spmd  # cycle: testing.fuzz.spmd imports this module
 
         check_spmd(run, lowered, base, base_bad)
     return run.verdict
@@ -288,8 +290,6 @@ def _check_passes(run: _Run, lowered, base, base_bad: list) -> None:
     """Two compiles cover every pass: all exact passes at once (bitwise equal to the module as
     lowered), then all passes at once (within the tolerance). When one of them disagrees,
     each pass in it is switched on alone to name the culprit."""
-    from hlotrace.passes.registry import PASSES
-
     names = run.oracles.pass_names()
     exact = [n for n in names if PASSES[n].exact]
     # All passes = the exact ones, then the others: when the others change nothing, the
@@ -314,8 +314,6 @@ def _run_variant(run: _Run, lowered, pipeline: str, exact: bool, base, base_bad,
     already: ``texts`` maps module text to its results, None for the module as lowered);
     whether a disagreement was found (findings are added only for single passes, i.e. when
     ``oracle`` is given or the pipeline is one pass)."""
-    from hlotrace import passes
-
     name = oracle or (f"pass:{pipeline}" if "," not in pipeline else f"passes:{pipeline}")
     report = oracle is not None or "," not in pipeline
     try:
@@ -370,8 +368,6 @@ def _classify_compiled(run: _Run, lowered, k: int, actual, bad) -> None:
 def subnormal_note(program: Program, var_id: int) -> str:
     """``; subnormal operands ...`` when an input or constant the output depends on holds a
     float subnormal (XLA:CPU flushes some of them and not others), else ``""``."""
-    from hlotrace.testing.values import subnormals
-
     values = dict(zip(program.trace.inputs, program.inputs, strict=True)) | dict(program.trace.constants)
     used = {v for i in path_records(program, var_id) for v in program.trace.records[i].inputs}
     if any(v in values and is_float(values[v].dtype) and subnormals(values[v]).any() for v in used):
@@ -381,8 +377,6 @@ def subnormal_note(program: Program, var_id: int) -> str:
 
 def domain_violation(program: Program, var_id: int) -> str | None:
     """The first record on ``var_id``'s path whose operands are outside its op's domain."""
-    from hlotrace.ops.registry import OPS
-
     path = path_records(program, var_id)
     if not any(OPS[program.trace.records[i].op].domain for i in path):
         return None
@@ -434,7 +428,7 @@ def _check_interpreter(run: _Run, lowered, base_bad: list) -> None:
 
 
 def _check_variant(run: _Run, oracle: str, exact: bool, base, results, base_bad: list) -> None:
-    from hlotrace.testing.differential import bitwise_equal
+    from hlotrace.testing.differential import bitwise_equal  # lazy: loads testing.differential (1 module)
 
     for k, (before, after) in enumerate(zip(base, results, strict=True)):
         if base_bad[k]:

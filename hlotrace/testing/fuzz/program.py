@@ -159,7 +159,7 @@ def compact(program: Program) -> Program:
     inputs = [values[v] for v in trace.inputs if v in used]
     meta = program.meta
     if meta.get("spmd"):  # the spmd oracle's layout, by input var id, follows the renumbering
-        from hlotrace.testing.fuzz.spmd import Layout
+        from hlotrace.testing.fuzz.spmd import Layout  # lazy: loads testing.fuzz.spmd (1 module)
 
         meta = {**meta, "spmd": Layout.from_json(meta["spmd"]).renumbered(renumber).to_json()}
     return dataclasses.replace(program, trace=new, inputs=inputs, meta=meta)

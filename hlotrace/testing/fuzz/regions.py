@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace import functional as F
 from hlotrace.errors import HlotraceError
 from hlotrace.tensor import Tensor
 
@@ -31,8 +32,6 @@ DEFAULT_BODY_OPS = ("tanh", "add", "multiply")
 def _body(rng: np.random.Generator, ops: tuple[str, ...], closure):
     """``(x, y) -> like x``: 1-3 steps of ``ops`` that keep values bounded (|x| stays within
     a few times the operands' magnitudes)."""
-    from hlotrace import functional as F
-
     steps = [ops[int(k)] for k in rng.integers(0, len(ops), size=int(rng.integers(1, 4)))]
 
     def body(x, y):
@@ -60,8 +59,6 @@ def _dtype(main_dtype):
 def region_step(builder, name: str, selected: list[str]) -> bool:
     """One multi-output record of control-flow op ``name`` (False, and ``builder.refusal``
     says why, when its results left the finite range or an op refused)."""
-    from hlotrace import functional as F
-
     rng = builder.rng
     dtype = _dtype(builder.main_dtype)
     ops = tuple(o for o in BODY_OPS if o in selected) or DEFAULT_BODY_OPS

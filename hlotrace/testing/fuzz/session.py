@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import hlotrace  # noqa: F401
+from hlotrace.metrics import metrics
 from hlotrace.testing.fuzz.oracles import BUGS, CLASSES, CRASH, XLA_DISAGREEMENT, Finding, Oracles, check
 
 # Classes worth a shrunk, saved repro (undefined inputs are counted, not saved).
@@ -164,7 +166,7 @@ _WORKER: dict = {}
 
 def _oracles(settings: Settings) -> Oracles:
     if "oracles" not in _WORKER:
-        from hlotrace.testing.fuzz.interpreter import Interpreter
+        from hlotrace.testing.fuzz.interpreter import Interpreter  # lazy: loads testing.fuzz.interpreter (1 module)
 
         _WORKER["oracles"] = Oracles(
             passes=settings.passes,
@@ -179,16 +181,12 @@ def _oracles(settings: Settings) -> Oracles:
 
 def _init_worker(settings: Settings) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import hlotrace  # noqa: F401
-
     import_user_modules(settings.imports)
 
 
 def run_one(settings: Settings, index: int) -> Outcome:
     """Generate, check and (on a finding worth saving) shrink and save program ``index``;
     the outcome carries the hlotrace.metrics counters the work moved (summed in the report)."""
-    from hlotrace.metrics import metrics
-
     before = metrics()
     outcome = _run_one(settings, index)
     after = metrics()
@@ -197,8 +195,8 @@ def run_one(settings: Settings, index: int) -> Outcome:
 
 
 def _run_one(settings: Settings, index: int) -> Outcome:
-    from hlotrace.testing.fuzz.generate import GeneratorError, generate
-    from hlotrace.testing.fuzz.shrink import describe, shrink
+    from hlotrace.testing.fuzz.generate import GeneratorError, generate  # lazy: loads testing.fuzz.generate (6 modules)
+    from hlotrace.testing.fuzz.shrink import describe, shrink  # lazy: loads testing.fuzz.shrink (1 module)
 
     seed = program_seed(settings.seed, index)
     outcome = Outcome(index, seed)
@@ -326,8 +324,8 @@ def _run_alone(settings: Settings, index: int, context) -> Outcome:
 def _save_crash(settings: Settings, outcome: Outcome) -> None:
     """Save the program that killed its worker, whole: generating it runs only the NumPy
     references, so this process can; checking it (and so shrinking it) cannot."""
-    from hlotrace.testing.fuzz.generate import generate
-    from hlotrace.testing.fuzz.shrink import describe
+    from hlotrace.testing.fuzz.generate import generate  # lazy: loads testing.fuzz.generate (6 modules)
+    from hlotrace.testing.fuzz.shrink import describe  # lazy: loads testing.fuzz.shrink (1 module)
 
     if not settings.out_dir:
         return

@@ -26,6 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hlotrace.errors import BackendError, HlotraceError
+from hlotrace.ops.registry import OPS
+from hlotrace.tensor import Tensor
+
 AXES = ("data", "model")
 # Elementwise families: bitwise equal on a mesh (README "Many devices (SPMD)", "Tests.").
 BITWISE_FAMILIES = frozenset({"elementwise", "math", "math_binary", "bitwise"})
@@ -150,9 +154,8 @@ def draw_layout(program, devices: int, pool_size: int, seed: int) -> Layout | No
 def device_pool(count: int, platform: str) -> list:
     """At least ``count`` devices of ``platform``: the client's own, or on the CPU a separate
     client of ``count`` devices when hlotrace's has fewer (HLOTRACE_CPU_DEVICES unset)."""
-    import hlotrace.distributed as dist
-    from hlotrace import runtime
-    from hlotrace.errors import HlotraceError
+    import hlotrace.distributed as dist  # lazy: loads distributed (15 modules)
+    from hlotrace import runtime  # lazy: loads runtime (7 modules)
 
     own = dist.devices(platform)
     if len(own) >= count:
@@ -166,13 +169,12 @@ def run_on_mesh(program, layout: Layout, platform: str) -> list[np.ndarray]:
     """``program`` compiled for ``layout``'s mesh (inputs placed by ``dist.shard``, the plan
     of hlotrace.distributed.compile, the lowering's Shardy annotations and XLA's partitioner)
     and run there; the results gathered to the host."""
-    import hlotrace.distributed as dist
-    from hlotrace import runtime
-    from hlotrace.distributed.compile import plan as make_plan
-    from hlotrace.distributed.compile import prepare
-    from hlotrace.distributed.mesh import spec_from_dims
-    from hlotrace.lowering import lower_trace
-    from hlotrace.tensor import Tensor
+    import hlotrace.distributed as dist  # lazy: loads distributed (15 modules)
+    from hlotrace import runtime  # lazy: loads runtime (7 modules)
+    from hlotrace.distributed.compile import plan as make_plan  # lazy: loads jax
+    from hlotrace.distributed.compile import prepare  # lazy: loads jax
+    from hlotrace.distributed.mesh import spec_from_dims  # lazy: loads distributed.mesh (15 modules)
+    from hlotrace.lowering import lower_trace  # lazy: loads jax
 
     pool = device_pool(max(layout.size, max(layout.device_order) + 1), platform)
     mesh = dist.Mesh(layout.mesh_shape, layout.axis_names, devices=[pool[i] for i in layout.device_order])
@@ -189,8 +191,7 @@ def run_on_mesh(program, layout: Layout, platform: str) -> list[np.ndarray]:
 
 def bitwise_output(program, var_id: int) -> bool:
     """Whether only elementwise ops (bitwise equal on a mesh) compute output ``var_id``."""
-    from hlotrace.ops.registry import OPS
-    from hlotrace.testing.fuzz.compare import path_records
+    from hlotrace.testing.fuzz.compare import path_records  # lazy: loads testing.fuzz.compare (5 modules)
 
     for i in path_records(program, var_id):
         op = program.trace.records[i].op
@@ -219,7 +220,7 @@ def layout_of(program, oracles) -> tuple[Layout | None, str | None]:
 
 def spmd_platform(oracles) -> str:
     """The mesh's platform: the oracles' (CUDA with enough GPUs), else the CPU."""
-    from hlotrace import runtime
+    from hlotrace import runtime  # lazy: loads runtime (7 modules)
 
     platform = runtime.platform_name(oracles.platform)
     if platform != "cpu" and len(runtime.client(oracles.platform).local_devices()) < (oracles.devices or 2):
@@ -231,10 +232,18 @@ def check_spmd(run, lowered, base, base_bad) -> None:
     """The spmd oracle on ``run`` (an oracles._Run whose one-device results are ``base``):
     findings of class ``spmd bug`` (oracle ``spmd``) are added to its verdict, the layout
     they were found on to ``run.verdict.layout``."""
-    from hlotrace.errors import BackendError
-    from hlotrace.testing.differential import run_lowered
-    from hlotrace.testing.fuzz.compare import bit_differences, first_diff, only_subnormals
-    from hlotrace.testing.fuzz.oracles import SPMD_BUG, UNDEFINED_INPUT, XLA_DISAGREEMENT, domain_violation
+    from hlotrace.testing.differential import run_lowered  # lazy: loads testing.differential (1 module)
+    from hlotrace.testing.fuzz.compare import (  # lazy: loads testing.fuzz.compare (5 modules)
+        bit_differences,
+        first_diff,
+        only_subnormals,
+    )
+    from hlotrace.testing.fuzz.oracles import (  # cycle: testing.fuzz.oracles imports this module
+        SPMD_BUG,
+        UNDEFINED_INPUT,
+        XLA_DISAGREEMENT,
+        domain_violation,
+    )
 
     program, verdict = run.program, run.verdict
     try:
@@ -251,7 +260,7 @@ def check_spmd(run, lowered, base, base_bad) -> None:
     where = layout.describe(program)
     platform = spmd_platform(run.oracles)
     reference = base
-    from hlotrace import runtime
+    from hlotrace import runtime  # lazy: loads runtime (7 modules)
 
     if platform != runtime.platform_name(run.oracles.platform):  # compare on the same platform
         reference = run_lowered(lowered, program.inputs, platform=platform)
@@ -295,8 +304,11 @@ def _spmd_bad(run, k: int, actual, expected) -> np.ndarray:
     """Elements of the mesh's output ``k`` outside its tolerance around the one-device result
     (no sign of zero), widened where the program carries the table's per-op errors further;
     ill-conditioned elements are not checked (as for the compiled oracle)."""
-    from hlotrace.testing.fuzz.compare import JUDGE_WIDENING, mismatches_or_shape
-    from hlotrace.testing.fuzz.evaluate import is_float
+    from hlotrace.testing.fuzz.compare import (  # lazy: loads testing.fuzz.compare (5 modules)
+        JUDGE_WIDENING,
+        mismatches_or_shape,
+    )
+    from hlotrace.testing.fuzz.evaluate import is_float  # lazy: loads testing.fuzz.evaluate (2 modules)
 
     actual, expected = np.asarray(actual), np.asarray(expected)
     bad = mismatches_or_shape(actual, expected, run.tolerances[k]._replace(signed_zeros=False))

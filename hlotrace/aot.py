@@ -108,7 +108,7 @@ class Lowered:
     @property
     def name(self) -> str:
         """The module's name, as XLA and its dumps see it (``jit_step``)."""
-        from hlotrace.lowering.builder import module_name  # (loads jaxlib: not at import time)
+        from hlotrace.lowering.builder import module_name  # lazy: loads jax (not at import time)
 
         return module_name(_function_name(self._traced))
 
@@ -204,7 +204,7 @@ class Compiled:
         return self._entry(inputs)
 
     def __repr__(self) -> str:
-        from hlotrace.lowering.builder import module_name  # (loads jaxlib: not at import time)
+        from hlotrace.lowering.builder import module_name  # lazy: loads jax (not at import time)
 
         return f"<Compiled {module_name(_function_name(self._traced))}: {_signature_line(self._signature)}>"
 

@@ -24,6 +24,7 @@ import functools
 import types
 import warnings
 
+from hlotrace.errors import TraceError
 from hlotrace.tensor import Parameter, Tensor
 from hlotrace.versions import VERSIONS
 
@@ -37,8 +38,6 @@ class StaleCaptureWarning(UserWarning):
 
 def check_mode(value):
     """``capture_as_const``'s value, checked (False, True or "refresh")."""
-    from hlotrace.errors import TraceError
-
     if value is None:
         return False
     if isinstance(value, bool) or value == REFRESH:

@@ -28,7 +28,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from hlotrace import state
+from hlotrace.arguments import flatten, wrap_arrays
+from hlotrace.dtypes import short_name
 from hlotrace.errors import HlotraceError
+from hlotrace.jit import xla_trace
+from hlotrace.ops.registry import OPS
+from hlotrace.recording import implicit_tensors
 from hlotrace.trace import Trace
 
 AGAINST = ("eager", "float64", "interpreter", "cpu", "cuda")
@@ -104,11 +110,6 @@ class BisectReport:
 def bisect(fn, *args, against: str = "eager", window: int = DEFAULT_WINDOW, platform=None, passes=None, **kwargs):
     """Record ``fn(*args, **kwargs)`` once (eagerly, as an ``xla_trace`` first call does; every
     tensor it updates is put back afterwards) and bisect the recorded program."""
-    from hlotrace import state
-    from hlotrace.arguments import flatten, wrap_arrays
-    from hlotrace.jit import xla_trace
-    from hlotrace.recording import implicit_tensors
-
     args, kwargs = wrap_arrays(args), wrap_arrays(kwargs)
     leaves: list = []
     holders: list = []
@@ -184,8 +185,8 @@ def _instrumented(trace: Trace, outputs: list[int]) -> Trace:
 
 
 def _run(trace: Trace, outputs, inputs, platform, passes) -> list[np.ndarray]:
-    import hlotrace.passes.manager as manager
-    from hlotrace import lowering, runtime
+    import hlotrace.passes.manager as manager  # lazy: loads jax
+    from hlotrace import lowering, runtime  # lazy: loads jax
 
     lowered = lowering.lower_trace(_instrumented(trace, outputs), name=f"{trace.name}_bisect")
     pipeline = manager.resolve(passes)
@@ -197,15 +198,18 @@ def _run(trace: Trace, outputs, inputs, platform, passes) -> list[np.ndarray]:
 
 def _reference_values(trace: Trace, inputs, against: str) -> dict[int, np.ndarray]:
     """Every var's eager (or float64) value: also the input summaries for other references."""
-    from hlotrace.testing.fuzz.evaluate import evaluate
+    from hlotrace.testing.fuzz.evaluate import evaluate  # lazy: loads testing.fuzz.evaluate (4 modules)
 
     return evaluate(trace, inputs, wide=against == "float64")
 
 
 def _other_backend(trace: Trace, extra: list[int], inputs, against: str) -> dict[int, np.ndarray]:
     if against == "interpreter":
-        from hlotrace import lowering
-        from hlotrace.testing.fuzz.interpreter import Interpreter, unsupported_reason
+        from hlotrace import lowering  # lazy: loads jax
+        from hlotrace.testing.fuzz.interpreter import (  # lazy: loads testing.fuzz.interpreter (3 modules)
+            Interpreter,
+            unsupported_reason,
+        )
 
         text = lowering.lower_trace(_instrumented(trace, extra), name=f"{trace.name}_bisect").text()
         reason = unsupported_reason(text)
@@ -227,13 +231,13 @@ def _other_backend(trace: Trace, extra: list[int], inputs, against: str) -> dict
 
 
 def _tolerance(trace: Trace, var: int):
-    from hlotrace.testing.fuzz.compare import output_tolerance
+    from hlotrace.testing.fuzz.compare import output_tolerance  # lazy: loads testing.fuzz.compare (7 modules)
 
     return output_tolerance(types.SimpleNamespace(trace=trace), var)
 
 
 def _bad(trace: Trace, var: int, actual, expected) -> np.ndarray:
-    from hlotrace.testing.tolerances import mismatches
+    from hlotrace.testing.tolerances import mismatches  # lazy: loads testing.tolerances (2 modules)
 
     actual, expected = np.asarray(actual), np.asarray(expected)
     if expected.dtype != actual.dtype:
@@ -250,8 +254,6 @@ def _bits_differ(a, b) -> bool:
 
 
 def _summary(trace: Trace, var: int, value) -> str:
-    from hlotrace.dtypes import short_name
-
     aval = trace.aval(var)
     head = f"x%{var} {short_name(aval.dtype)}[{','.join(map(str, aval.shape))}]"
     if var in trace.constants:
@@ -268,7 +270,7 @@ def _summary(trace: Trace, var: int, value) -> str:
 
 
 def _divergence(trace: Trace, index: int, var: int, actual, expected, bad, reference) -> Divergence:
-    from hlotrace.testing.fuzz.compare import only_subnormals
+    from hlotrace.testing.fuzz.compare import only_subnormals  # lazy: loads testing.fuzz.compare (7 modules)
 
     record = trace.records[index]
     actual, expected = np.asarray(actual), np.asarray(expected)
@@ -288,7 +290,6 @@ def _divergence(trace: Trace, index: int, var: int, actual, expected, bad, refer
             "gives XLA's result"
         )
     aval = trace.aval(var)
-    from hlotrace.dtypes import short_name
 
     return Divergence(
         index=index,
@@ -309,8 +310,7 @@ def _divergence(trace: Trace, index: int, var: int, actual, expected, bad, refer
 
 
 def _explained_by_flushed_inputs(trace: Trace, record, var: int, actual, reference) -> bool:
-    from hlotrace.ops.registry import OPS
-    from hlotrace.testing.values import flush_subnormals
+    from hlotrace.testing.values import flush_subnormals  # lazy: loads testing.values (2 modules)
 
     operands = [np.asarray(reference[v]) for v in record.inputs]
     flushed = [flush_subnormals(a) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else a for a in operands]

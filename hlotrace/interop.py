@@ -61,8 +61,8 @@ def from_dlpack(obj) -> Tensor:
     device_type, _ = obj.__dlpack_device__()
     if device_type == KDL_CPU:
         return Tensor._from_array(np.from_dlpack(obj))
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
-    from hlotrace import runtime
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
+    from hlotrace import runtime  # lazy: loads runtime (7 modules)
 
     buffer = jaxlib_compat.array_from_dlpack(obj)
     if (

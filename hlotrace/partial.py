@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import functools
 
+from hlotrace import dtypes as dt
+from hlotrace import functional as F
 from hlotrace import state
 from hlotrace.arguments import flatten, output_structure, wrap_arrays
 from hlotrace.errors import argument_error
-from hlotrace.recording import RECORDER, refusing_draws
+from hlotrace.recording import RECORDER, TAPES, refusing_draws
 from hlotrace.source import user_location
 from hlotrace.traced import TracedFunction
 
@@ -50,8 +52,6 @@ class PartialTracedFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        from hlotrace.recording import TAPES
-
         if RECORDER.get() is not None:
             return self.fn(*args, **kwargs)  # inside a recording: inline, like xla_trace
         if not TAPES:
@@ -80,9 +80,7 @@ class PartialTracedFunction:
     def _backward_program(self, args, kwargs, cotangents):
         """Gradients of every input (argument tensors, then the holders' state tensors) for
         the given output cotangents. Recomputes the forward: only inputs cross the boundary."""
-        from hlotrace import dtypes as dt
-        from hlotrace import functional as F
-        from hlotrace.autodiff import Tape
+        from hlotrace.autodiff import Tape  # lazy: import hlotrace does not load autodiff (~3 ms)
 
         inputs = _differentiable_inputs(args, kwargs, self.forward)
         tape = Tape()

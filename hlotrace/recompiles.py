@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 
 from hlotrace import config
+from hlotrace.dtypes import short_name
 from hlotrace.tensor import Tensor
 
 ENV = "HLOTRACE_EXPLAIN_RECOMPILES"
@@ -32,8 +33,6 @@ def enabled(option: bool | None) -> bool:
 
 
 def _aval(t: Tensor) -> str:
-    from hlotrace.dtypes import short_name
-
     return f"{short_name(t.dtype)}[{','.join(map(str, t.shape))}]"
 
 

@@ -44,8 +44,8 @@ def to_device(array) -> Tensor:
     key = (array.shape, array.dtype)
     put = _PUTS.get(key)
     if put is None:
-        import hlotrace.runtime.jaxlib_compat as jaxlib_compat
-        from hlotrace import runtime
+        import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
+        from hlotrace import runtime  # lazy: loads runtime (7 modules)
 
         if len(_PUTS) > 64:  # shapes of a long-running process's last batches, bounded
             _PUTS.clear()

@@ -24,11 +24,13 @@ import operator
 
 import hlotrace.distributed.process as process
 import hlotrace.distributed.replicas as replicas
+import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 from hlotrace import spmd_hooks
 from hlotrace.distributed.mesh import NamedSharding
 from hlotrace.distributed.placement import registered, runtime_sharding, set_placement, sharding_of
 from hlotrace.errors import TraceError
 from hlotrace.lowering.registry import MESH_SYMBOL, SPMD_PLAN
+from hlotrace.ops.registry import OPS
 from hlotrace.tensor import Tensor
 from hlotrace.versions import VERSIONS
 
@@ -243,15 +245,11 @@ class Plan:
 
     def declare_mesh(self, module) -> None:
         """``sdy.mesh @mesh`` at the insertion point (the module body), partition counts."""
-        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
-
         jaxlib_spmd.mesh_op(MESH_SYMBOL, list(zip(self.axis_names, self.mesh_shape, strict=True)))
         jaxlib_spmd.set_partition_counts(module, self.mesh.size)
 
     def annotate(self, main) -> None:
         """``sdy.sharding`` on every @main argument and result (merged with donation)."""
-        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
-
         key = jaxlib_spmd.SHARDING_ATTR
         args = [{key: jaxlib_spmd.tensor_sharding(MESH_SYMBOL, dims)} for dims in self.in_dims]
         results = []
@@ -277,12 +275,9 @@ class Plan:
           operands split along one spatial dimension over two mesh axes aborts the process
           (spmd_partitioner.cc:885, ``Check failed: !target.IsReplicatedOrSingleDevice()``).
         """
-        from hlotrace.ops.registry import OPS
-
         definition = OPS.get(op)
         if definition is None or definition.family not in WINDOWED_FAMILIES:
             return operands
-        import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
 
         guarded = []
         for k, (value, aval) in enumerate(zip(operands, in_avals, strict=True)):

@@ -16,17 +16,20 @@ import math
 
 import numpy as np
 
+import hlotrace.distributed.process as process
+import hlotrace.distributed.replicas as replicas
+import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 from hlotrace.distributed.mesh import Mesh, NamedSharding, P
-from hlotrace.distributed.placement import runtime_sharding, set_placement, sharding_of
+from hlotrace.distributed.placement import constraint, runtime_sharding, set_placement, sharding_of
 from hlotrace.errors import HlotraceError
+from hlotrace.jit import xla_trace
 from hlotrace.tensor import HOOKS, Tensor
+from hlotrace.tensor import tensor as make_tensor
 
 
 def host_value(tensor: Tensor) -> np.ndarray:
     """``tensor.numpy()`` of a device array NumPy could not read: this process's copy when
     it is replicated on every device, else an error naming :func:`process_allgather`."""
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
     buffer = tensor._device
     if jaxlib_dist.is_fully_addressable(buffer):
         return np.asarray(buffer)  # (raises NumPy's own error again)
@@ -47,7 +50,7 @@ def _local_box(sharding: NamedSharding, ndim: int):
     jsh = runtime_sharding(sharding, ndim)
     dims = sharding.dims(ndim)
     parts = tuple(math.prod(sharding.mesh.axis_size(a) for a in axes) for axes in dims)
-    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd  # lazy: loads jax
 
     # On a global shape of one element per shard, each device's slice start is its position.
     positions = {
@@ -74,9 +77,6 @@ def make_global(local_array, mesh: Mesh, spec=None) -> Tensor:
 
     >>> x = dist.make_global(x_local, mesh, dist.P("data"))   # x_local: [B / processes, ...]
     """
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-    from hlotrace.tensor import tensor as make_tensor
-
     if not isinstance(mesh, Mesh):
         raise HlotraceError(f"make_global needs a dist.Mesh, got {type(mesh).__name__}")
     local = (local_array if isinstance(local_array, Tensor) else make_tensor(local_array)).numpy()
@@ -111,9 +111,6 @@ def make_global(local_array, mesh: Mesh, spec=None) -> Tensor:
 def _check_replicated(local: np.ndarray, sharding: NamedSharding) -> None:
     """Data that every process gives whole (replicated across processes) must be the same
     data everywhere: proven through the coordination service (see distributed.replicas)."""
-    import hlotrace.distributed.process as process
-    import hlotrace.distributed.replicas as replicas
-
     if (
         process.spans_processes(sharding.mesh.devices)
         and replicas.enabled()
@@ -125,8 +122,6 @@ def _check_replicated(local: np.ndarray, sharding: NamedSharding) -> None:
 
 def local_part(tensor: Tensor) -> np.ndarray:
     """The block of ``tensor`` this process's devices hold (the inverse of make_global)."""
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
     buffer = tensor._device
     if buffer is None or jaxlib_dist.is_fully_addressable(buffer):
         return tensor.numpy()
@@ -150,8 +145,6 @@ _GATHER = {}
 
 
 def _replicated(*tensors):
-    from hlotrace.distributed.placement import constraint
-
     return tuple(constraint(t, P()) for t in tensors)
 
 
@@ -163,9 +156,6 @@ def process_allgather(value):
     >>> state = dist.process_allgather(net.state_dict())
     >>> if dist.process_index() == 0: ht.save(state, "model.ht")
     """
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-    from hlotrace.jit import xla_trace
-
     leaves: list = []
     _collect(value, leaves)
     remote = [t for t in leaves if t._device is not None and not jaxlib_dist.is_fully_addressable(t._device)]

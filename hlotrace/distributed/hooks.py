@@ -4,11 +4,13 @@ something is placed on a mesh) when this module is imported."""
 
 import hlotrace.distributed.process as process
 from hlotrace import spmd_hooks
+from hlotrace.distributed.placement import place, registered, sharding_of
+from hlotrace.distributed.process import spans_processes as spans
 
 
 def prepare(inputs, holders=(), memo=None):
     """The cache-key part of the inputs' placements, or None (see distributed.compile)."""
-    from hlotrace.distributed.compile import prepare as prepare_inputs
+    from hlotrace.distributed.compile import prepare as prepare_inputs  # lazy: loads jax
 
     return prepare_inputs(inputs, holders, memo)
 
@@ -16,24 +18,19 @@ def prepare(inputs, holders=(), memo=None):
 def plan(trace, placements, io, num_results):
     """The SPMD plan of a step just recorded from inputs whose placements (``prepare``'s,
     when the call began) are ``placements`` (see distributed.compile)."""
-    from hlotrace.distributed.compile import plan as make_plan
+    from hlotrace.distributed.compile import plan as make_plan  # lazy: loads jax
 
     return make_plan(trace, placements, io, num_results)
 
 
 def placed(tensors) -> bool:
     """Whether any of ``tensors`` lives on a mesh (a one-device executable must not get it)."""
-    from hlotrace.distributed.placement import sharding_of
-
     return any(sharding_of(t) is not None for t in tensors)
 
 
 def spans_processes(tensors) -> bool:
     """Whether the mesh of ``tensors`` (placed ones) includes another process's devices:
     then the recording runs on shapes only and every process must compile the same module."""
-    from hlotrace.distributed.placement import sharding_of
-    from hlotrace.distributed.process import spans_processes as spans
-
     for t in tensors:
         sharding = sharding_of(t)
         if sharding is not None:
@@ -52,8 +49,6 @@ def keep_placements(pairs) -> None:
     """After ``load_state_dict`` swapped in host values: put every ``(tensor, like)`` back on
     its mesh, laid out as it was placed (or, when it never was, as ``like``, its parameter,
     if it has the parameter's shape: optimizer state follows its parameter)."""
-    from hlotrace.distributed.placement import place, registered
-
     for tensor, like in pairs:
         sharding = registered(tensor)
         if sharding is None and like is not None and tensor.shape == like.shape:

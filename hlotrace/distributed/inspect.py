@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hlotrace.errors import HlotraceError
+from hlotrace.jit import TracedFunction
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 _RECORD = re.compile(r"(?<![\w])rec(\d+):([A-Za-z_]\w*)(:bwd)?")
@@ -77,8 +78,6 @@ class Collective:
 
 def _hlo_and_trace(target, trace):
     """(HLO text, trace or None, mesh axes or None) of a TracedFunction, an executable or HLO text."""
-    from hlotrace.jit import TracedFunction
-
     if isinstance(target, str):
         return target, trace, None
     if isinstance(target, TracedFunction):
@@ -93,7 +92,7 @@ def _hlo_and_trace(target, trace):
 
 def mesh_axes(executable):
     """((axis name, size), ...) of an SPMD executable's mesh, else None."""
-    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd  # lazy: loads jax
 
     shardings = getattr(executable, "in_shardings", None) or getattr(executable, "out_shardings", None)
     return jaxlib_spmd.mesh_axes_of(shardings[0]) if shardings else None
@@ -177,7 +176,7 @@ def collectives(target, trace=None) -> list[Collective]:
     >>> [c.kind for c in collectives(step)]
     ['all-gather', 'all-gather', 'all-reduce']
     """
-    import hlotrace.runtime.hlo_parse as hlo_parse
+    import hlotrace.runtime.hlo_parse as hlo_parse  # lazy: loads runtime.hlo_parse (1 module)
 
     text, trace, mesh_axes = _hlo_and_trace(target, trace)
     module = hlo_parse.parse(text)
@@ -258,7 +257,7 @@ def bytes_per_device(tensors) -> dict[int, int]:
     >>> bytes_per_device(net.parameters())
     {0: 2176, 1: 2176, 2: 2176, 3: 2176}
     """
-    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd
+    import hlotrace.runtime.jaxlib_spmd as jaxlib_spmd  # lazy: loads jax
 
     held: dict[int, int] = {}
     seen = set()

@@ -10,6 +10,9 @@ import math
 
 import numpy as np
 
+import hlotrace.distributed.process as process
+import hlotrace.runtime.jaxlib_dist as jaxlib_dist
+from hlotrace import runtime
 from hlotrace.errors import HlotraceError, argument_error, is_size
 
 
@@ -18,13 +21,9 @@ def devices(platform: str | None = None) -> list:
     there is one unless ``HLOTRACE_CPU_DEVICES=N`` was set before hlotrace made its client.
     In a job of several processes (``dist.initialize``): every process's devices, process 0's
     first (``dist.local_devices()`` lists this process's own)."""
-    import hlotrace.distributed.process as process
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
-    from hlotrace import runtime
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
     if process.is_initialized():
-        import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
         return jaxlib_dist.global_devices(runtime.client(platform))
     return list(jaxlib_compat.client_devices(runtime.client(platform)))
 

@@ -14,11 +14,15 @@ import weakref
 
 import numpy as np
 
-from hlotrace import spmd_hooks
+import hlotrace.runtime.spmd as spmd
+from hlotrace import spmd_hooks, state
 from hlotrace.distributed.mesh import Mesh, NamedSharding, P, as_spec, spec_from_dims
 from hlotrace.errors import HlotraceError, argument_error
+from hlotrace.ops.distributed import sharding_constraint
+from hlotrace.recording import current_recorder
 from hlotrace.runtime.spmd import placement_of
 from hlotrace.tensor import HOOKS, Parameter, Tensor
+from hlotrace.tensor import tensor as make_tensor
 
 # id(tensor) -> (weak reference to it, NamedSharding)
 _PLACED: dict[int, tuple] = {}
@@ -75,8 +79,6 @@ def sharding_of(tensor) -> NamedSharding | None:
 
 def runtime_sharding(sharding: NamedSharding, ndim: int):
     """The runtime's (jax) sharding object for ``sharding`` on a rank-``ndim`` tensor."""
-    import hlotrace.runtime.spmd as spmd
-
     mesh = sharding.mesh
     return spmd.jax_sharding(mesh.devices, mesh.shape, mesh.axis_names, sharding.dims(ndim))
 
@@ -101,10 +103,6 @@ def _describe(tensor, name=None) -> str:
 def place(tensor: Tensor, sharding: NamedSharding, name: str | None = None) -> Tensor:
     """Re-place ``tensor`` itself: its value moves onto the mesh (each device receives only
     its slice) and it keeps ``sharding`` from now on."""
-    import hlotrace.runtime.spmd as spmd
-    from hlotrace import state
-    from hlotrace.recording import current_recorder
-
     if current_recorder() is not None:
         raise HlotraceError("dist.shard cannot run inside a recorded function; use dist.constraint(x, spec) there")
     if state.is_implicit(tensor):
@@ -131,8 +129,6 @@ def shard(tensor, mesh, spec=None) -> Tensor:
     """
     sharding = _as_sharding(mesh, spec)
     if not isinstance(tensor, Tensor):
-        from hlotrace.tensor import tensor as make_tensor
-
         tensor = make_tensor(tensor)
     elif not isinstance(tensor, Parameter):
         out = Tensor._from_array(np.array(tensor.numpy()), checked=True)
@@ -179,9 +175,6 @@ def constraint(x, spec):
 
     >>> h = dist.constraint(F.relu(x @ w1), dist.P("data", None))
     """
-    from hlotrace.ops.distributed import sharding_constraint
-    from hlotrace.recording import current_recorder
-
     if current_recorder() is None:
         raise HlotraceError(
             "dist.constraint(x, spec) only works inside a function being compiled (xla_trace); outside one, "

@@ -24,7 +24,8 @@ import threading
 import time
 import traceback
 
-from hlotrace import config
+import hlotrace.runtime.jaxlib_dist as jaxlib_dist
+from hlotrace import config, runtime
 from hlotrace.errors import HlotraceError, TraceError
 
 COORDINATOR_ENV = "HLOTRACE_COORDINATOR"
@@ -107,14 +108,12 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     if n == 1:  # one process: nothing to coordinate
         _STATE.args = (address, n, pid)
         return
-    from hlotrace import runtime
 
     if runtime.cpu_client_exists():
         raise HlotraceError(
             "dist.initialize must run before hlotrace's first computation (its CPU client already exists "
             "with this process's devices only); call it at the top of the program"
         )
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     wait = timeout_s()
     if pid == 0:
@@ -155,8 +154,6 @@ def _wait_for_port(host: str, port: int, address: str, wait: float) -> None:
 
 
 def _connect(client, address: str, n: int, pid: int, wait: float) -> None:
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
     # connect() waits for every process and ends the process (not an exception) at its own
     # deadline: run it where this thread can stop waiting first, and raise a real error.
     errors: list = []
@@ -199,8 +196,7 @@ def is_initialized() -> bool:
 
 def local_devices(platform: str | None = None) -> list:
     """The devices this process drives (``dist.devices()`` lists every process's)."""
-    import hlotrace.runtime.jaxlib_compat as jaxlib_compat
-    from hlotrace import runtime
+    import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
     return list(jaxlib_compat.client_devices(runtime.client(platform)))
 
@@ -209,7 +205,6 @@ def spans_processes(devices) -> bool:
     """Whether ``devices`` include another process's."""
     if _STATE.client is None:
         return False
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 
     me = _STATE.process_id
     return any(jaxlib_dist.process_index_of(d) != me for d in devices)
@@ -219,8 +214,6 @@ def spans_processes(devices) -> bool:
 
 
 def _report_failure(message: str) -> None:
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
     try:
         jaxlib_dist.kv_set(_STATE.client, f"{_FAILED}{_STATE.process_id}", message[-2000:])
     except Exception:  # the service itself may be gone: the heartbeat timeout ends the others
@@ -229,8 +222,6 @@ def _report_failure(message: str) -> None:
 
 def peer_failure(wait_s: float = 2.0) -> str | None:
     """What another process reported when it failed (waiting up to ``wait_s`` for it), or None."""
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
     if _STATE.client is None:
         return None
     me = f"{_FAILED}{_STATE.process_id}"
@@ -249,8 +240,6 @@ def peer_failure(wait_s: float = 2.0) -> str | None:
 
 
 def _watch_peers() -> None:
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
     me = f"{_FAILED}{_STATE.process_id}"
     while not _STATE.stop.wait(_POLL_S):
         try:
@@ -285,8 +274,6 @@ def _install_excepthook() -> None:
 
 
 def _shutdown() -> None:
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
     # The watchdog must be out of jaxlib before the interpreter finalizes: a daemon thread
     # that returns from a C++ call (its kv_dir, with the GIL released) during finalization
     # is ended by a forced unwind, which nanobind's catch-all swallows, and glibc aborts the
@@ -318,8 +305,6 @@ def agree_on_module(name: str, trace, text: str) -> None:
     same module (else XLA's collectives would wait forever). Exchanges fingerprints through
     the coordination service; a difference is a TraceError on every process naming the first
     record that differs, a process that does not arrive in time one naming it."""
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
     client, me, n = _STATE.client, _STATE.process_id, _STATE.num_processes
     _STATE.compiles += 1
     prefix = f"hlotrace/module/{_STATE.compiles}/"

@@ -25,8 +25,12 @@ import weakref
 import numpy as np
 
 import hlotrace.distributed.process as process
+import hlotrace.runtime.jaxlib_dist as jaxlib_dist
 from hlotrace import config
+from hlotrace.distributed.placement import sharding_of
 from hlotrace.errors import HlotraceError
+from hlotrace.random import default_generator
+from hlotrace.recording import current_recorder
 from hlotrace.tensor import AbstractValue, Tensor
 from hlotrace.versions import VERSIONS
 
@@ -65,8 +69,6 @@ _SPANNING: dict = {}  # mesh -> the names of its axes along which the owning pro
 def _spanning_axes(mesh) -> frozenset:
     found = _SPANNING.get(mesh)
     if found is None:
-        import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
         owners = np.array([jaxlib_dist.process_index_of(d) for d in mesh.devices]).reshape(mesh.shape)
         found = frozenset(name for k, name in enumerate(mesh.axis_names) if np.any(np.diff(owners, axis=k) != 0))
         _SPANNING[mesh] = found
@@ -91,8 +93,7 @@ _WHOLE: dict = {}  # (placement, rank) -> whole_in_every_process
 def local_value(tensor: Tensor) -> np.ndarray | None:
     """This process's whole copy of ``tensor`` on the host (None: no value, a recording's
     placeholder)."""
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-    from hlotrace.distributed.global_data import local_part
+    from hlotrace.distributed.global_data import local_part  # cycle: distributed.global_data imports this module
 
     host = tensor._host
     if host is not None:
@@ -146,8 +147,6 @@ def tensor_names(holders) -> dict[int, str]:
 
 
 def _default_key() -> Tensor:
-    from hlotrace.random import default_generator
-
     return default_generator.key
 
 
@@ -159,8 +158,6 @@ _CHECKS = [0]  # checks so far: the same sequence on every process (they run the
 def exchange(what: str, lines: list[str]) -> list[list[str]]:
     """Every process's ``lines`` (this one's included), in process order. A collective:
     every process calls it at the same point of the program."""
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-
     state = process._STATE
     _CHECKS[0] += 1
     prefix = f"hlotrace/replicas/{_CHECKS[0]}/"
@@ -318,10 +315,6 @@ def broadcast_from(src: int, obj):
     >>> net = MLP(); opt = optim.AdamW(net.parameters())
     >>> dist.broadcast_from(0, [net, opt])
     """
-    import hlotrace.runtime.jaxlib_dist as jaxlib_dist
-    from hlotrace.distributed.placement import sharding_of
-    from hlotrace.recording import current_recorder
-
     if current_recorder() is not None:
         raise HlotraceError("dist.broadcast_from cannot run inside a recorded function; call it before the step")
     n, me = process.process_count(), process.process_index()

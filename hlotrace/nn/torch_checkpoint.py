@@ -30,6 +30,7 @@ import numpy as np
 from hlotrace.errors import HlotraceError, argument_error
 from hlotrace.nn.module import _BUFFER, _PARAM, IncompatibleKeys, Module
 from hlotrace.nn.normalization import _BatchNorm
+from hlotrace.serialization import load_safetensors
 from hlotrace.tensor import Tensor
 
 __all__ = ["load_torch_state_dict", "torch_state_dict"]
@@ -94,8 +95,6 @@ def load_torch_state_dict(module: Module, path_or_dict, strict: bool = True) -> 
     if not isinstance(module, Module):
         raise argument_error("load_torch_state_dict", "module", module, "an hlotrace nn.Module")
     if isinstance(path_or_dict, str | os.PathLike):
-        from hlotrace.serialization import load_safetensors
-
         state = load_safetensors(path_or_dict)
     elif isinstance(path_or_dict, Mapping):
         state = path_or_dict

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace import functional as F
 from hlotrace import spmd_hooks
 from hlotrace.errors import HlotraceError, TraceError, argument_error
 from hlotrace.recording import current_recorder
@@ -31,8 +32,6 @@ def _set_value(t: Tensor, value) -> None:
 
 def _recorded_full(shape, value, dtype) -> Tensor:
     """A tensor made by a recorded op (``full``), for state created while recording."""
-    from hlotrace import functional as F
-
     return F.full(shape, float(value), dtype=dtype)
 
 

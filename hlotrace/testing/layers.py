@@ -94,27 +94,10 @@ MAX_CYCLE = 5  # the largest strongly connected component the graph may hold
 # higher layer early). Anything else goes to module level.
 IN_FUNCTION_REASONS = ("cycle:", "lazy:")
 
-# Files whose in-function imports are not held to that yet (paths from the project root).
-# dispatch.py and traced.py are being edited concurrently; the others are to be commented next.
+# Files whose in-function imports are not held to that yet (paths from the project root):
+# dispatch.py and traced.py are being edited concurrently; they get their comments when those edits land.
 EXEMPT: tuple[str, ...] = (
-    "hlotrace/aot.py",
-    "hlotrace/captures.py",
-    "hlotrace/data/loader.py",
-    "hlotrace/debug.py",
     "hlotrace/dispatch.py",
-    "hlotrace/distributed/compile.py",
-    "hlotrace/distributed/global_data.py",
-    "hlotrace/distributed/hooks.py",
-    "hlotrace/distributed/inspect.py",
-    "hlotrace/distributed/mesh.py",
-    "hlotrace/distributed/placement.py",
-    "hlotrace/distributed/process.py",
-    "hlotrace/distributed/replicas.py",
-    "hlotrace/interop.py",
-    "hlotrace/nn/torch_checkpoint.py",
-    "hlotrace/optim/optimizer.py",
-    "hlotrace/partial.py",
-    "hlotrace/recompiles.py",
     "hlotrace/traced.py",
 )
 

@@ -96,7 +96,7 @@ def apply(op: OpDef, *inputs, **attrs):
     array([3.], dtype=float32)
     """
     if not hasattr(op, "infer"):  # an op's name (looked up), or not an op: registry.as_op
-        from hlotrace.ops.registry import as_op
+        from hlotrace.ops.registry import as_op  # cycle: ops.registry imports dispatch
 
         op = as_op(op)
     # Convert operands. Python scalars are weak: their dtype comes from the other inputs.

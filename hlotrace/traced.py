@@ -87,7 +87,7 @@ class TracedFunction:
         self._guard: CaptureGuard | None = None  # what the entries baked in (hlotrace.captures)
         self.platform = check_platform("xla_trace", platform)
         if passes is not None:
-            from hlotrace.passes.manager import parse_pipeline
+            from hlotrace.passes.manager import parse_pipeline  # lazy: loads jax
 
             parse_pipeline(passes)  # a bad pipeline fails at decoration, naming the known passes
         self.passes = passes
@@ -265,7 +265,7 @@ class TracedFunction:
         after a call of it with ``args`` succeeded. The avals are kept alive beside the key,
         so no other object can take their ids while the key exists."""
         global _aval_of
-        from hlotrace.runtime.jaxlib_compat import buffer_aval as _aval_of
+        from hlotrace.runtime.jaxlib_compat import buffer_aval as _aval_of  # lazy: loads jax
 
         buffers = [a._device for a in args]
         if any(map(is_, buffers, _NONES)):
@@ -308,7 +308,7 @@ class TracedFunction:
         >>> print(step.lower(x, w).as_text())
         >>> compiled = step.lower(x, w).compile()  # step(x, w) then runs it, no compile
         """
-        from hlotrace import aot
+        from hlotrace import aot  # lazy: loads jax (the ahead-of-time API)
 
         return aot.lower(self, args, kwargs)
 
@@ -377,7 +377,7 @@ class TracedFunction:
         >>> print(step.describe_entries())
         1. args[0]: f32[2,3], args[1]: f32[3,4], passes 'simplify,...' -- 2 ops, compiled
         """
-        from hlotrace.aot import describe_entry
+        from hlotrace.aot import describe_entry  # lazy: loads jax
 
         lines = [
             describe_entry(number, entry, self._descriptions.get(key))
@@ -396,7 +396,7 @@ def cuda_plugin_installed() -> bool:
     import importlib.util
     from importlib.metadata import entry_points
 
-    from hlotrace.runtime.client import CLIENTS
+    from hlotrace.runtime.client import CLIENTS  # lazy: loads the runtime layer
 
     if "cuda" in CLIENTS:
         return True
@@ -428,7 +428,7 @@ def check_platform(api: str, platform):
             platform,
             f"{expected}; this jax/jaxlib has no CUDA PJRT plugin (pip install 'jax[cuda12]'), only 'cpu'",
         )
-    import hlotrace.runtime.plugins as plugins
+    import hlotrace.runtime.plugins as plugins  # lazy: loads the runtime layer
 
     if plugins.plugin_path(platform) is not None:
         return platform

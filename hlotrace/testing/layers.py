@@ -94,12 +94,8 @@ MAX_CYCLE = 5  # the largest strongly connected component the graph may hold
 # higher layer early). Anything else goes to module level.
 IN_FUNCTION_REASONS = ("cycle:", "lazy:")
 
-# Files whose in-function imports are not held to that yet (paths from the project root):
-# dispatch.py and traced.py are being edited concurrently; they get their comments when those edits land.
-EXEMPT: tuple[str, ...] = (
-    "hlotrace/dispatch.py",
-    "hlotrace/traced.py",
-)
+# Files whose in-function imports are not held to that (paths from the project root): none.
+EXEMPT: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

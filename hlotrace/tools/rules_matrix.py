@@ -23,6 +23,7 @@ from hlotrace import dtypes as dt
 from hlotrace.dispatch import describe_avals
 from hlotrace.errors import ShapeDtypeError
 from hlotrace.ops import OPS
+from hlotrace.ops.gather.writes import VALUE_DEPENDENT_SHAPES
 from hlotrace.ops.registry import Aval
 
 PLATFORMS = ("cpu", "cuda")
@@ -178,7 +179,12 @@ def matrix() -> dict:
                 "probes": {name: describe(sample) for name, sample in accepted.items()},
             }
         )
-    return {"dtypes": columns, "platforms": list(PLATFORMS), "ops": rows}
+    return {
+        "dtypes": columns,
+        "platforms": list(PLATFORMS),
+        "ops": rows,
+        "value_dependent_shapes": [dict(entry) for entry in VALUE_DEPENDENT_SHAPES],
+    }
 
 
 def text(report: dict) -> str:
@@ -205,4 +211,11 @@ def text(report: dict) -> str:
         "dtype or platform here (`make test-gpu` runs them on CUDA); X: no rule; -: the op's inference refuses the "
         "dtype (for control flow: with the sampled body); ?: no sample strategy to probe from"
     )
+    if report.get("value_dependent_shapes"):
+        lines.append("")
+        lines.append("Value-dependent shapes (no static-shape executable; eager only):")
+        for entry in report["value_dependent_shapes"]:
+            lines.append(f"  {entry['expression']}")
+            for key in ("numpy engine", "device engine", "compiled"):
+                lines.append(f"    {key}: {entry[key]}")
     return "\n".join(lines)

@@ -77,3 +77,12 @@ def test_the_table(capsys):
     zeros = next(line for line in out.splitlines() if line.startswith("zeros "))
     assert zeros.split()[1:] == ["Tr"] * 7
     assert "T: rule and generated property test" in out
+
+
+def test_value_dependent_shapes_are_listed_with_each_engines_path(report):
+    entries = {e["expression"]: e for e in report["value_dependent_shapes"]}
+    assert "x[bool_mask]" in entries
+    assert "shape_syncs" in entries["x[bool_mask]"]["device engine"]
+    assert "refused" in entries["x[bool_mask]"]["compiled"]
+    text = rules_matrix.text(report)
+    assert "Value-dependent shapes" in text and "x[bool_mask]" in text

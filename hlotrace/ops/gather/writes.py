@@ -278,6 +278,18 @@ def _advanced(x, index, what: str):
     return "int", entry, axis
 
 
+# Reads whose result's shape depends on tensor values: no static-shape executable computes
+# them, so each names how every engine handles it (``hlotrace rules --matrix`` lists them).
+VALUE_DEPENDENT_SHAPES = (
+    {
+        "expression": "x[bool_mask]",
+        "numpy engine": "the mask's true positions on the host",
+        "device engine": "counted on the device, one wait for the 4-byte count (metrics 'shape_syncs'), selected there",
+        "compiled": "refused while recording (TraceError: use masked_fill / where, or integer indices)",
+    },
+)
+
+
 def tensor_getitem(x, index):
     """``x[index]`` for Tensor.__getitem__: basic indexing (getitem), an integer index
     array (take), or a bool mask (eager and taped only; see the module docstring)."""

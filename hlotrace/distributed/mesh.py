@@ -97,7 +97,17 @@ class Mesh:
 
     def __repr__(self) -> str:
         axes = ", ".join(f"{a!r}: {n}" for a, n in zip(self.axis_names, self.shape, strict=True))
-        return f"Mesh({{{axes}}}, devices={[int(d.id) for d in self.devices]})"
+        return f"Mesh({{{axes}}}, devices={describe_devices(self.devices)})"
+
+
+def describe_devices(devices) -> str:
+    """The devices as a reader counts them: their ids within one process (``[0, 1, 2, 3]``);
+    across processes, each as ``p<process>:<its index in that process>`` (``[p0:0, p0:1,
+    p1:0, p1:1]``), not the global ids XLA gives them (``[0, 1, 2048, 2049]`` on the CPU)."""
+    if len({getattr(d, "process_index", 0) for d in devices}) <= 1:
+        return str([int(d.id) for d in devices])
+    local = [d.local_hardware_id if getattr(d, "local_hardware_id", None) is not None else d.id for d in devices]
+    return "[" + ", ".join(f"p{d.process_index}:{int(i)}" for d, i in zip(devices, local, strict=True)) + "]"
 
 
 def _axis_names_wanted(axis_names, shape) -> str | None:

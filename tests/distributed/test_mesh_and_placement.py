@@ -130,3 +130,18 @@ def test_a_scalar_is_placed_replicated_with_a_0_d_shard_per_device(devices):
     s = dist.shard(ht.tensor(np.float32(3.5)), mesh, dist.P())
     assert [shard.data.shape for shard in s._device.addressable_shards] == [(), ()]
     assert s.numpy() == np.float32(3.5) and s.sharding == dist.NamedSharding(mesh, dist.P())
+
+
+def test_a_mesh_shows_devices_as_a_reader_counts_them(devices):
+    """One process: the device ids; several: ``p<process>:<index in that process>``, not
+    XLA's global ids (2048 and up for a second process's CPU devices)."""
+    from types import SimpleNamespace
+
+    from hlotrace.distributed.mesh import describe_devices
+
+    mesh = dist.Mesh((2,), ("data",), devices=devices[:2])
+    assert repr(mesh) == "Mesh({'data': 2}, devices=[0, 1])"
+    spread = [SimpleNamespace(id=i + 2048 * p, process_index=p, local_hardware_id=i) for p in (0, 1) for i in (0, 1)]
+    assert describe_devices(spread) == "[p0:0, p0:1, p1:0, p1:1]"
+    no_local = [SimpleNamespace(id=7, process_index=0, local_hardware_id=None), SimpleNamespace(id=9, process_index=1)]
+    assert describe_devices(no_local) == "[p0:7, p1:9]"

@@ -191,13 +191,13 @@ def test_the_decisions_for_strings_where_objects_go():
 def test_an_unavailable_platform_fails_at_decoration_only_when_it_is_unavailable(monkeypatch):
     """'cuda' is refused at decoration exactly when no CUDA PJRT plugin is installed; 'cpu'
     and None always decorate (nothing is compiled or loaded yet)."""
-    from hlotrace import traced
+    from hlotrace import platforms
 
     assert xla_trace(_identity, platform="cpu").platform == "cpu"
     assert xla_trace(_identity).platform is None
-    monkeypatch.setattr(traced, "cuda_plugin_installed", lambda: False)
+    monkeypatch.setattr(platforms, "cuda_plugin_installed", lambda: False)
     _assert_one_clear_error(lambda tmp: xla_trace(_identity, platform="cuda"), ("'cuda'", "no CUDA PJRT plugin"), None)
-    monkeypatch.setattr(traced, "cuda_plugin_installed", lambda: True)
+    monkeypatch.setattr(platforms, "cuda_plugin_installed", lambda: True)
     assert xla_trace(_identity, platform="cuda").platform == "cuda"  # decorates; the call would load it
 
 

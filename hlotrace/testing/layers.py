@@ -58,7 +58,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("hlotrace.runtime",)),
     (
         "compiled",
-        ("hlotrace.compiled", "hlotrace.build", "hlotrace.arguments", "hlotrace.state", "hlotrace.recompiles"),
+        (
+            "hlotrace.compiled",
+            "hlotrace.build",
+            "hlotrace.arguments",
+            "hlotrace.state",
+            "hlotrace.recompiles",
+            "hlotrace.platforms",
+        ),
     ),
     ("jit", ("hlotrace.traced", "hlotrace.partial", "hlotrace.jit", "hlotrace.captures", "hlotrace.aot")),
     # Eager engines behind dispatch.apply's ENGINE slot (the device one builds on lowering and runtime).

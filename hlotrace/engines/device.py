@@ -68,10 +68,7 @@ class DeviceEngine:
             entry = self._build(op, attrs, tensors, out_aval)
             runner, exe = entry[0], entry[1]
             if key is not None:
-                self._runners[key] = entry
-                if len(self._runners) > self.capacity:
-                    self._runners.popitem(last=False)
-                    COUNTS["eager_evictions"] += 1
+                self._keep(key, entry)
         buffers = [t._device for t in tensors]
         for buffer in buffers:  # not ``None in buffers``: that asks each jax array ``== None`` (2 us)
             if buffer is None:
@@ -133,15 +130,20 @@ class DeviceEngine:
             lowered = lowering.lower_trace(trace, name=trace.name, platform=self.platform)
             COUNTS["eager_compiles"] += 1
             exe = runtime.compile(lowered.text(), lowered.in_avals, lowered.out_avals, platform=self.platform)
-            entry = self._runners[key] = [exe.run, exe, None, True]
-            if len(self._runners) > self.capacity:
-                self._runners.popitem(last=False)
-                COUNTS["eager_evictions"] += 1
+            entry = [exe.run, exe, None, True]
+            self._keep(key, entry)
         else:
             self._runners.move_to_end(key)
             COUNTS["eager_cache_hits"] += 1
         COUNTS["eager_executions"] += 1
         return entry[0]([buffer])[0]
+
+    def _keep(self, key, entry) -> None:
+        """Cache ``entry`` under ``key``, dropping the least recently used past the capacity."""
+        self._runners[key] = entry
+        if len(self._runners) > self.capacity:
+            self._runners.popitem(last=False)
+            COUNTS["eager_evictions"] += 1
 
     def settle(self) -> None:
         """Wait for every optimized executable still compiling in the background, and use it."""

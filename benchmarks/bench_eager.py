@@ -15,12 +15,16 @@ engine and <= 1.3x jax op-by-op; the first eager step <= 1.0x jax op-by-op's fir
     .venv/bin/python -m benchmarks.bench_eager [--repeat N] [--models]
     .venv/bin/python -m benchmarks.bench_eager --resnet [--resnet-batch 32] [--resnet-width 64]
         [--numpy-steps 1] [--numpy-first-call]
+    .venv/bin/python -m benchmarks.bench_eager --gpt [--gpt-layers 6] [--gpt-embd 384]
+        [--gpt-tokens 128] [--gpt-batch 8] [--numpy-first-call]
 
 3. ``--resnet``: examples/resnet.py's ResNet-18 (CIFAR stem, batch 32, SGD momentum), the
    issue's model: eager steps under the device and NumPy engines vs jax op by op (first and
    steady; the device engine's second step still runs the quick -O0 executables, then the
    benchmark waits for their optimized versions, ``settle()``, and times the steady steps), and the first call of its ``xla_trace`` step (eager on the device, or
    ``first_call="compiled"``; eager on NumPy with ``--numpy-first-call``) vs ``jax.jit``'s.
+4. ``--gpt``: the same for examples/gpt.py's decoder at the issue's size (6 layers, d 384,
+   128 tokens, batch 8; clip_grad_norm_ + AdamW with decay groups).
 """
 
 from __future__ import annotations
@@ -152,16 +156,14 @@ def model_steps(repeat: int) -> dict:
     return results
 
 
-def _jax_sgd_step(loss_fn):
-    """bench_models' ResNet jax peer step (SGD momentum), not jitted: op by op."""
+def _jax_step(loss_fn, update):
+    """bench_models' ported jax peer step (``update``: its SGD or clip + AdamW), not jitted."""
     import jax
-
-    from benchmarks.bench_models import _sgd_update
 
     def step(params, buffers, state, lr, *batch):
         with jax.default_matmul_precision("highest"):
             (loss, new_buffers), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, buffers, *batch)
-        params, state = _sgd_update(jax.numpy, params, grads, state, lr)
+        params, state = update(jax.numpy, params, grads, state, lr)
         return loss, params, {**buffers, **new_buffers}, state
 
     return step
@@ -173,90 +175,134 @@ def _timed(call) -> float:
     return time.perf_counter() - start
 
 
-def resnet(argv: list[str], repeat: int) -> dict:
-    """ResNet-18 (examples/resnet.py, CIFAR-shaped, SGD momentum): eager steps under each engine
-    vs jax op by op, and the first call of its xla_trace step vs jax.jit's. Every candidate
-    compiles from nothing: the persistent cache off, in-process caches cleared, a new engine."""
+def _resnet_case(argv):
+    """(title, example, holder, make(), batch arrays, jax peer(net) -> (step, state, lr))."""
     import jax
 
     import hlotrace as ht
-    from benchmarks.bench_models import SGD_LR, _resnet_loss, load_example
+    from benchmarks.bench_models import SGD_LR, _resnet_loss, _sgd_update, load_example
+
+    batch_size = int_option(argv, "--resnet-batch", 32)
+    width = int_option(argv, "--resnet-width", 64)
+    example = load_example("resnet")
+    rng = np.random.default_rng(0)
+    batch = [rng.standard_normal((batch_size, 3, 32, 32)).astype(np.float32), rng.integers(0, 10, batch_size)]
+    batch[1] = batch[1].astype(np.int32)
+
+    def make():
+        ht.random.seed(0)
+        net = example.resnet18(num_classes=10, cifar=True, width=width)
+        return net, example.make_optimizer(net, lr=SGD_LR)
+
+    def peer(net):
+        state = {k: np.zeros(p.shape, np.float32) for k, p in net.named_parameters()}
+        return _jax_step(_resnet_loss(jax, jax.numpy, jax.lax, net), _sgd_update), state, SGD_LR
+
+    title = f"ResNet-18 (CIFAR stem, width {width}, batch {batch_size}, SGD momentum)"
+    return title, example, "net", make, batch, peer
+
+
+def _gpt_case(argv):
+    """The issue's GPT-style decoder: examples/gpt.py, 6 layers, d 384, 6 heads, 128 tokens,
+    batch 8, clip_grad_norm_ + AdamW with decay groups."""
+    import jax
+
+    import hlotrace as ht
+    from benchmarks.bench_models import GPT_BETAS, GPT_LR, GPT_WD, _gpt_loss, _gpt_update, load_example
+
+    layers = int_option(argv, "--gpt-layers", 6)
+    embd = int_option(argv, "--gpt-embd", 384)
+    tokens = int_option(argv, "--gpt-tokens", 128)
+    batch_size = int_option(argv, "--gpt-batch", 8)
+    example = load_example("gpt")
+    k = tokens // 2
+    batch = list(example.batch(np.random.default_rng(0), batch_size, k))
+
+    def make():
+        ht.random.seed(0)
+        model = example.gpt(n_layer=layers, n_embd=embd, n_head=6, block_size=2 * k + 1, vocab_size=example.VOCAB)
+        return model, model.configure_optimizers(weight_decay=GPT_WD, learning_rate=GPT_LR, betas=GPT_BETAS)
+
+    def peer(model):
+        shapes = {name: p.shape for name, p in model.named_parameters()}
+        decayed = {name for name, shape in shapes.items() if len(shape) >= 2}
+        zeros = {name: np.zeros(shape, np.float32) for name, shape in shapes.items()}
+        state = (zeros, dict(zeros), {name: np.float32(0.0) for name in shapes})
+        return _jax_step(_gpt_loss(jax, jax.numpy, model.config), _gpt_update(decayed)), state, GPT_LR
+
+    title = f"GPT decoder ({layers} layers, d {embd}, 6 heads, {2 * k} tokens, batch {batch_size}, AdamW)"
+    return title, example, "model", make, batch, peer
+
+
+def ported_eager(case, argv: list[str], repeat: int) -> dict:
+    """One ported model: eager steps under each engine vs jax op by op, and the first call of
+    its xla_trace step vs jax.jit's. Every candidate compiles from nothing: the persistent
+    cache off, in-process caches cleared, a new device engine, ``jax.clear_caches()``."""
+    import jax
+
+    import hlotrace as ht
     from hlotrace import engines, runtime
     from hlotrace.autodiff import GradManager
     from hlotrace.engines.device import DeviceEngine
     from hlotrace.jit import xla_trace
     from hlotrace.runtime import cache
 
-    batch_size = int_option(argv, "--resnet-batch", 32)
-    width = int_option(argv, "--resnet-width", 64)
+    title, example, holder, make, batch_np, peer = case
     numpy_steps = int_option(argv, "--numpy-steps", 1)
     cache.set_directory("off")
-    example = load_example("resnet")
-    rng = np.random.default_rng(0)
-    images = rng.standard_normal((batch_size, 3, 32, 32)).astype(np.float32)
-    labels = rng.integers(0, 10, batch_size).astype(np.int32)
-    batch = [ht.tensor(images), ht.tensor(labels)]
-
-    def model():
-        ht.random.seed(0)
-        net = example.resnet18(num_classes=10, cifar=True, width=width)
-        return net, example.make_optimizer(net, lr=SGD_LR), None
+    batch = [ht.tensor(a) for a in batch_np]
 
     def fresh_engine():  # a new device engine and empty in-process caches: every op compiles
         runtime.compiler.EXECUTABLES.clear()
-        engine = DeviceEngine()
-        engines._device_engines[None] = engine
-        return engine
+        engines._device_engines[None] = DeviceEngine()
 
     def eager_steps(engine_name: str, count: int) -> list[float]:
-        net, opt, _ = model()
+        net, opt = make()
         gm = GradManager().attach(net.parameters())
         if engine_name == "device":
             fresh_engine()
         times = []
         with ht.eager_engine(engine_name):
             for i in range(count):
-                times.append(_timed(lambda: example.train_step(*batch, net=net, opt=opt, gm=gm).numpy()))
+                times.append(_timed(lambda: example.train_step(*batch, **{holder: net}, opt=opt, gm=gm).numpy()))
                 if engine_name == "device" and i == 1:  # the optimized executables, compiled meanwhile
                     times.append(_timed(engines.device_engine().settle))
         return times
 
     def jax_steps(count: int, jit: bool) -> list[float]:
-        net, _, _ = model()
+        net, _ = make()
         device = jax.devices()[0]
-        params = {k: jax.device_put(p.numpy(), device) for k, p in net.named_parameters()}
-        buffers = {k: jax.device_put(b.numpy(), device) for k, b in net.named_buffers()}
-        state = {k: jax.numpy.zeros_like(p) for k, p in params.items()}
-        step = _jax_sgd_step(_resnet_loss(jax, jax.numpy, jax.lax, net))
+        step, state, lr = peer(net)
+        params = {k: p.numpy() for k, p in net.named_parameters()}
+        buffers = {k: b.numpy() for k, b in net.named_buffers()}
         step = jax.jit(step, donate_argnums=(0, 1, 2)) if jit else step
-        box = {"j": (params, buffers, state)}
-        lr = jax.device_put(np.float32(SGD_LR), device)
-        jbatch = [jax.device_put(a, device) for a in (images, labels)]
+        box = {"j": jax.device_put((params, buffers, state), device)}
+        jlr = jax.device_put(np.float32(lr), device)
+        jbatch = [jax.device_put(a, device) for a in batch_np]
         jax.clear_caches()
 
         def call():
-            loss, *rest = step(*box["j"], lr, *jbatch)
+            loss, *rest = step(*box["j"], jlr, *jbatch)
             box["j"] = tuple(rest)
             loss.block_until_ready()
 
         return [_timed(call) for _ in range(count)]
 
     def first_call(engine_name: str, mode: str) -> float:
-        net, opt, _ = model()
+        net, opt = make()
         gm = GradManager().attach(net.parameters())
         if engine_name == "device":
             fresh_engine()
         runtime.compiler.EXECUTABLES.clear()
         traced = xla_trace(example.train_step, first_call=mode)
         with ht.eager_engine(engine_name):
-            return _timed(lambda: traced(*batch, net=net, opt=opt, gm=gm).numpy())
+            return _timed(lambda: traced(*batch, **{holder: net}, opt=opt, gm=gm).numpy())
 
     steady = max(repeat, 3)
-    rows, results = [], {}
     device = eager_steps("device", 2 + steady)  # first, second (on -O0 executables), settle, steady
     jax_eager = jax_steps(1 + steady, jit=False)
     numpy_ = eager_steps("numpy", numpy_steps)
-    results["eager"] = {
+    e = {
         "device_first": device[0],
         "device_second": device[1],
         "device_settle": device[2],
@@ -265,12 +311,13 @@ def resnet(argv: list[str], repeat: int) -> dict:
         "jax_step": min(jax_eager[1:]),
         "numpy_step": min(numpy_),
     }
-    e = results["eager"]
-    rows.append(["eager step: device engine", fmt_time(e["device_first"]), fmt_time(e["device_step"])])
-    rows.append(["  its second step (quick -O0 executables)", fmt_time(e["device_second"]), "-"])
-    rows.append(["  then waiting for the optimized ones (settle)", fmt_time(e["device_settle"]), "-"])
-    rows.append(["eager step: jax op by op (no jit)", fmt_time(e["jax_first"]), fmt_time(e["jax_step"])])
-    rows.append(["eager step: NumPy engine", "-", fmt_time(e["numpy_step"])])
+    rows = [
+        ["eager step: device engine", fmt_time(e["device_first"]), fmt_time(e["device_step"])],
+        ["  its second step (quick -O0 executables)", fmt_time(e["device_second"]), "-"],
+        ["  then waiting for the optimized ones (settle)", fmt_time(e["device_settle"]), "-"],
+        ["eager step: jax op by op (no jit)", fmt_time(e["jax_first"]), fmt_time(e["jax_step"])],
+        ["eager step: NumPy engine", "-", fmt_time(e["numpy_step"])],
+    ]
     firsts = {
         'xla_trace first call, first_call="eager", device engine': first_call("device", "eager"),
         'xla_trace first call, first_call="compiled"': first_call("device", "compiled"),
@@ -278,25 +325,20 @@ def resnet(argv: list[str], repeat: int) -> dict:
     }
     if "--numpy-first-call" in argv:
         firsts['xla_trace first call, first_call="eager", NumPy engine'] = first_call("numpy", "eager")
-    for name, seconds in firsts.items():
-        rows.append([name, fmt_time(seconds), "-"])
-    results["first_calls"] = firsts
-    print_table(
-        ["candidate", "first", "steady (best)"],
-        rows,
-        title=f"ResNet-18 (CIFAR stem, width {width}, batch {batch_size}, SGD momentum): eager steps and first calls",
-    )
+    rows += [[name, fmt_time(seconds), "-"] for name, seconds in firsts.items()]
+    print_table(["candidate", "first", "steady (best)"], rows, title=f"{title}: eager steps and first calls")
     jit_first = firsts["jax.jit first call (trace + compile + run)"]
     print(
-        f"ResNet-18 eager: device engine {fmt_ratio(e['numpy_step'] / e['device_step'])} faster than the NumPy engine "
-        f"(target >= 20x); device / jax op-by-op {fmt_ratio(e['device_step'] / e['jax_step'])} "
+        f"{title.split(' (')[0]} eager: device engine {fmt_ratio(e['numpy_step'] / e['device_step'])} faster than the "
+        f"NumPy engine (target >= 20x); device / jax op-by-op {fmt_ratio(e['device_step'] / e['jax_step'])} "
         f"({verdict(e['device_step'] / e['jax_step'], 1.3)}); first step / jax's "
         f"{fmt_ratio(e['device_first'] / e['jax_first'])} ({verdict(e['device_first'] / e['jax_first'], 1.0)})"
     )
     for name, seconds in firsts.items():
         if name.startswith("xla_trace"):
             print(f"{name} / jax.jit's: {fmt_ratio(seconds / jit_first)} ({verdict(seconds / jit_first, 1.5)})")
-    return results
+    print()
+    return {"eager": e, "first_calls": firsts}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -307,7 +349,9 @@ def main(argv: list[str] | None = None) -> dict:
     if "--models" in argv:
         results["models"] = model_steps(repeat)
     if "--resnet" in argv:
-        results["resnet"] = resnet(argv, repeat)
+        results["resnet"] = ported_eager(_resnet_case(argv), argv, repeat)
+    if "--gpt" in argv:
+        results["gpt"] = ported_eager(_gpt_case(argv), argv, repeat)
     return results
 
 

@@ -8,7 +8,8 @@ each composed of registered ops (nothing of their own to lower): ``view``, ``siz
 ``split``, ``chunk``, ``permute``, ``contiguous``, ``masked_fill``, ``type_as``,
 ``expand``, ``unsqueeze``, ``flatten``, ``numel``, ``dim``, the casts ``float`` ``double``
 ``half`` ``int`` ``long`` ``bool``, ``clamp``, ``abs``, ``exp``, ``log``, ``sqrt``,
-``pow``, ``argmax`` and ``softmax``. ``x.size`` is NumPy's element count (an int) that can
+``pow``, ``argmax``, ``softmax`` and ``mT``; ``x.transpose(dim0, dim1)`` (two ints) swaps
+two dims as PyTorch's does, any other argument list is NumPy's permutation. ``x.size`` is NumPy's element count (an int) that can
 also be called as PyTorch's ``x.size()`` (the shape) or ``x.size(dim)`` (one dim).
 
 >>> import numpy as np, hlotrace as ht
@@ -43,13 +44,27 @@ class TensorMethods:
         return F.reshape(self, shape)
 
     def transpose(self, *perm) -> TensorMethods:
+        """Two ints: PyTorch's ``x.transpose(dim0, dim1)``, those two dims swapped (negative
+        dims count from the end). Otherwise NumPy's: a full permutation (``x.transpose(2, 0,
+        1)`` or ``x.transpose((2, 0, 1))``), or no argument to reverse the dims. On a 2-d
+        tensor ``x.transpose(0, 1)`` is therefore the swap (PyTorch), not NumPy's identity."""
+        if len(perm) == 2 and all(_is_int(p) for p in perm):
+            return F.swapaxes(self, _dim(perm[0], self.ndim, "transpose"), _dim(perm[1], self.ndim, "transpose"))
         if len(perm) == 1 and isinstance(perm[0], tuple | list):
             perm = tuple(perm[0])
         return F.transpose(self, perm if perm else None)
 
     @property
     def T(self) -> TensorMethods:
+        """The dims reversed (NumPy's ``x.T``; PyTorch's on a 2-d tensor)."""
         return F.transpose(self, None)
+
+    @property
+    def mT(self) -> TensorMethods:
+        """The last two dims swapped (a batch of matrices transposed); rank >= 2."""
+        if self.ndim < 2:
+            raise _method_error("mT", f"needs a tensor of rank >= 2, got shape {self.shape}")
+        return F.swapaxes(self, -2, -1)
 
     def sum(self, axis=None, keepdims=False) -> TensorMethods:
         return F.sum(self, axis=axis, keepdims=keepdims)
@@ -304,6 +319,10 @@ class ElementCount(int):
 
 def _cast(x, dtype):
     return x if x.dtype == dtype else F.astype(x, dtype)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
 def _dim(dim, ndim: int, method: str) -> int:

@@ -38,6 +38,13 @@ CASES = {
     "chunk-fewer": (lambda t: t.chunk(3, dim=0), [X[:1], X[1:]]),
     "permute": (lambda t: t.permute(2, 0, 1), X.transpose(2, 0, 1)),
     "permute-tuple": (lambda t: t.permute((1, 2, 0)), X.transpose(1, 2, 0)),
+    "transpose-two-dims": (lambda t: t.transpose(1, 2), X.swapaxes(1, 2)),
+    "transpose-negative-dims": (lambda t: t.transpose(-1, 0), X.swapaxes(-1, 0)),
+    "transpose-permutation": (lambda t: t.transpose(2, 0, 1), X.transpose(2, 0, 1)),
+    "transpose-permutation-tuple": (lambda t: t.transpose((1, 0, 2)), X.transpose(1, 0, 2)),
+    "transpose-reverse": (lambda t: t.transpose(), X.transpose()),
+    "mT": (lambda t: t.mT, X.swapaxes(-2, -1)),
+    "T": (lambda t: t.T, X.T),
     "contiguous": (lambda t: t.contiguous() * 2.0, X * 2.0),
     "masked_fill": (lambda t: t.masked_fill(ht.tensor(MASK), -1.0), np.where(MASK, np.float32(-1.0), X)),
     "masked_fill-broadcast": (

@@ -10,6 +10,7 @@ from __future__ import annotations
 from hlotrace.dispatch import apply
 from hlotrace.ops import get_op
 from hlotrace.ops.common import as_tensor, composite_error
+from hlotrace.tensor_methods import dim_alias as _dim_alias
 from hlotrace.trace import scope
 
 _OP_CACHE: dict = {}
@@ -140,6 +141,12 @@ def concat(tensors, axis=0):
     return apply(_op("concat"), *tensors, axis=axis)
 
 
+@_dim_alias
+def cat(tensors, axis=0):
+    """PyTorch's ``torch.cat(tensors, dim=0)``: :func:`concat` (``dim=`` or ``axis=``)."""
+    return concat(tensors, axis=axis)
+
+
 # -- indexing ---------------------------------------------------------------------------
 def getitem(x, index):
     """Basic indexing ``x[index]``: ints, slices (any step), None, Ellipsis."""
@@ -152,8 +159,9 @@ def getitem_transpose(x, shape, index):
 
 
 # -- composites (not primitives: recorded as the ops they are made of) --------------------
+@_dim_alias
 def softmax(x, axis=-1):
-    """Numerically stable softmax along ``axis``."""
+    """Numerically stable softmax along ``axis`` (or PyTorch's ``dim=``)."""
     with scope("hlotrace.softmax"):
         offset = max(x, axis=axis, keepdims=True)._stop_gradient()  # an intermediate: no copy
         exps = exp(x - offset)
@@ -171,8 +179,9 @@ def sigmoid(x):
     return apply(_op("sigmoid"), x)
 
 
+@_dim_alias
 def log_softmax(x, axis=-1):
-    """x - logsumexp(x) along ``axis``, stable (floats, rank >= 1)."""
+    """x - logsumexp(x) along ``axis`` (or PyTorch's ``dim=``), stable (floats, rank >= 1)."""
     return apply(_op("log_softmax"), x, axis=axis)
 
 

@@ -9,7 +9,12 @@ each composed of registered ops (nothing of their own to lower): ``view``, ``siz
 ``expand``, ``unsqueeze``, ``flatten``, ``numel``, ``dim``, the casts ``float`` ``double``
 ``half`` ``int`` ``long`` ``bool``, ``clamp``, ``abs``, ``exp``, ``log``, ``sqrt``,
 ``pow``, ``argmax``, ``softmax`` and ``mT``; ``x.transpose(dim0, dim1)`` (two ints) swaps
-two dims as PyTorch's does, any other argument list is NumPy's permutation. ``x.size`` is NumPy's element count (an int) that can
+two dims as PyTorch's does, any other argument list is NumPy's permutation. The reductions
+(``sum``, ``mean``, ``prod``, ``max``, ``min``, ``argmax``, ``argmin``), ``softmax``,
+``log_softmax`` and ``squeeze`` take PyTorch's ``dim=``/``keepdim=`` as aliases of
+``axis=``/``keepdims=`` (:func:`dim_alias`, which ``F.softmax``, ``F.log_softmax`` and
+``F.cat`` use too); ``x.max(dim=d)`` is PyTorch's ``(values, indices)`` named pair (unpack
+it before returning it from a traced function), ``x.max(d)`` NumPy's values. ``x.size`` is NumPy's element count (an int) that can
 also be called as PyTorch's ``x.size()`` (the shape) or ``x.size(dim)`` (one dim).
 
 >>> import numpy as np, hlotrace as ht
@@ -20,7 +25,9 @@ also be called as PyTorch's ``x.size()`` (the shape) or ``x.size(dim)`` (one dim
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,6 +35,41 @@ from hlotrace import dtypes as dt
 from hlotrace.errors import OpError
 from hlotrace.namespace import F
 from hlotrace.source import user_location
+
+
+class ValuesIndices(NamedTuple):
+    """``x.max(dim=d)`` / ``x.min(dim=d)``: PyTorch's pair (``torch.return_types.max``)."""
+
+    values: object
+    indices: object
+
+
+_TORCH_KEYWORDS = (("dim", "axis"), ("keepdim", "keepdims"))
+
+
+def dim_alias(fn=None, *, indices: str | None = None):
+    """Let ``fn(..., axis=, keepdims=)`` also take PyTorch's ``dim=`` and ``keepdim=`` (the one
+    place that maps them; giving both spellings of one is a TypeError). ``indices``: the name
+    of the ``F`` function (``"argmax"``) whose result joins the values when ``dim=`` is given,
+    as PyTorch's ``x.max(dim=d)`` returns ``(values, indices)``."""
+    if fn is None:
+        return functools.partial(dim_alias, indices=indices)
+
+    @functools.wraps(fn)
+    def with_dim(*args, **kwargs):
+        torch_call = "dim" in kwargs
+        for torch_name, name in _TORCH_KEYWORDS:
+            if torch_name in kwargs:
+                if name in kwargs:
+                    raise TypeError(f"{fn.__name__}: give {name}= or {torch_name}= (PyTorch's name), not both")
+                kwargs[name] = kwargs.pop(torch_name)
+        values = fn(*args, **kwargs)
+        if indices is None or not torch_call:
+            return values
+        keepdims = kwargs.get("keepdims", False)
+        return ValuesIndices(values, getattr(F, indices)(args[0], axis=kwargs["axis"], keepdims=keepdims))
+
+    return with_dim
 
 
 class TensorMethods:
@@ -66,17 +108,29 @@ class TensorMethods:
             raise _method_error("mT", f"needs a tensor of rank >= 2, got shape {self.shape}")
         return F.swapaxes(self, -2, -1)
 
+    @dim_alias
     def sum(self, axis=None, keepdims=False) -> TensorMethods:
         return F.sum(self, axis=axis, keepdims=keepdims)
 
+    @dim_alias(indices="argmax")
     def max(self, axis=None, keepdims=False) -> TensorMethods:
+        """NumPy's ``x.max(axis)`` (the values); with PyTorch's ``dim=`` keyword, PyTorch's
+        ``(values, indices)`` pair."""
         return F.max(self, axis=axis, keepdims=keepdims)
 
+    @dim_alias(indices="argmin")
     def min(self, axis=None, keepdims=False) -> TensorMethods:
+        """NumPy's ``x.min(axis)`` (the values); with PyTorch's ``dim=`` keyword, PyTorch's
+        ``(values, indices)`` pair."""
         return F.min(self, axis=axis, keepdims=keepdims)
 
+    @dim_alias
     def mean(self, axis=None, keepdims=False) -> TensorMethods:
         return F.mean(self, axis=axis, keepdims=keepdims)
+
+    @dim_alias
+    def prod(self, axis=None, keepdims=False) -> TensorMethods:
+        return F.prod(self, axis=axis, keepdims=keepdims)
 
     def broadcast_to(self, shape) -> TensorMethods:
         return F.broadcast_to(self, shape)
@@ -84,6 +138,7 @@ class TensorMethods:
     def expand_dims(self, axis) -> TensorMethods:
         return F.expand_dims(self, axis)
 
+    @dim_alias
     def squeeze(self, axis=None) -> TensorMethods:
         return F.squeeze(self, axis)
 
@@ -180,11 +235,21 @@ class TensorMethods:
     def pow(self, exponent) -> TensorMethods:
         return F.power(self, exponent)
 
-    def argmax(self, dim=None, keepdim=False) -> TensorMethods:
-        return F.argmax(self, axis=dim, keepdims=keepdim)
+    @dim_alias
+    def argmax(self, axis=None, keepdims=False) -> TensorMethods:
+        return F.argmax(self, axis=axis, keepdims=keepdims)
 
-    def softmax(self, dim) -> TensorMethods:
-        return F.softmax(self, axis=dim)
+    @dim_alias
+    def argmin(self, axis=None, keepdims=False) -> TensorMethods:
+        return F.argmin(self, axis=axis, keepdims=keepdims)
+
+    @dim_alias
+    def softmax(self, axis) -> TensorMethods:
+        return F.softmax(self, axis=axis)
+
+    @dim_alias
+    def log_softmax(self, axis) -> TensorMethods:
+        return F.log_softmax(self, axis=axis)
 
     # -- operators ----------------------------------------------------------------------
     def __add__(self, other):

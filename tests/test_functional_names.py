@@ -8,7 +8,7 @@ EXPECTED = """
     adaptive_max_pool2d_backward adaptive_max_pool2d_gather add all annotations any apply arange
     arctan argmax argmin argsort as_tensor astype atan2 avg_pool2d avg_pool2d_backward
     batch_norm batch_norm_inference binary_cross_entropy binary_cross_entropy_with_logits
-    bitwise_and bitwise_not bitwise_or bitwise_xor broadcast_to ceil clip composite_error concat
+    bitwise_and bitwise_not bitwise_or bitwise_xor broadcast_to cat ceil clip composite_error concat
     cond conv1d conv2d conv2d_weight_grad conv_transpose2d cos cosh cross_entropy cumprod cumsum
     div divide dropout elu embedding equal erf exp expand_dims expm1 eye flatten flip floor
     floor_div floor_divide fori_loop full full_like gather gelu get_op getitem getitem_transpose

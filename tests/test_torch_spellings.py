@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import hlotrace as ht
+import hlotrace.functional as F
 from hlotrace.jit import xla_trace
 
 RNG = np.random.default_rng(36)
@@ -43,3 +44,45 @@ def test_transpose_dims_out_of_range_and_mT_of_a_vector_are_errors():
         ht.tensor(X).transpose(0, 3)
     with pytest.raises(ht.errors.OpError, match=r"Tensor.mT: needs a tensor of rank >= 2"):
         ht.tensor(X[0, 0]).mT  # noqa: B018
+
+
+# -- 2. dim= / keepdim= as aliases of axis= / keepdims=, F.cat --------------------------------
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def test_functional_softmax_log_softmax_and_cat_take_dim():
+    got = _eager_and_compiled(lambda t: F.softmax(t, dim=1), X)
+    np.testing.assert_allclose(got.numpy(), _softmax(X, 1), rtol=1e-6, atol=1e-7)
+    got = _eager_and_compiled(lambda t: F.log_softmax(t, dim=0), X)
+    np.testing.assert_allclose(got.numpy(), np.log(_softmax(X, 0)), rtol=1e-5, atol=1e-6)
+    got = _eager_and_compiled(lambda a, b: F.cat([a, b], dim=-1), X, X[..., :2])
+    np.testing.assert_array_equal(got.numpy(), np.concatenate([X, X[..., :2]], axis=-1))
+    got = _eager_and_compiled(lambda a, b: F.cat((a, b), 1), X, X)
+    np.testing.assert_array_equal(got.numpy(), np.concatenate([X, X], axis=1))
+    assert F.cat([ht.tensor(X)] * 2).shape == (4, 3, 4)  # dim 0 by default, as torch.cat
+
+
+def test_max_with_dim_is_pytorchs_values_and_indices_pair():
+    # a traced function returns tuples, lists and dicts, not named tuples: unpack it there
+    values, indices = _eager_and_compiled(lambda t: tuple(t.max(dim=2)), X)
+    np.testing.assert_array_equal(values.numpy(), X.max(axis=2))
+    np.testing.assert_array_equal(indices.numpy(), X.argmax(axis=2))
+    pair = ht.tensor(X).min(dim=0)
+    assert pair.values.shape == pair.indices.shape == (3, 4)
+    assert ht.tensor(X).max(0).shape == (3, 4)  # NumPy's positional axis: the values only
+
+
+def test_giving_both_spellings_is_an_error():
+    t = ht.tensor(X)
+    with pytest.raises(TypeError, match=r"sum: give axis= or dim= \(PyTorch's name\), not both"):
+        t.sum(axis=0, dim=1)
+    with pytest.raises(TypeError, match=r"mean: give keepdims= or keepdim="):
+        t.mean(dim=0, keepdim=True, keepdims=True)
+    with pytest.raises(TypeError, match=r"softmax: give axis= or dim="):
+        F.softmax(t, axis=0, dim=0)
+    with pytest.raises(TypeError):
+        F.log_softmax(t, -1, dim=0)  # a positional axis and dim=

@@ -353,4 +353,8 @@ from hlotrace.ops import FAMILY_MODULES as _FAMILY_MODULES  # noqa: E402
 for _family in _FAMILY_MODULES:
     globals().update({_name: getattr(_family, _name) for _name in getattr(_family, "__all__", ())})
 
+from hlotrace.nn_functional import pad as _pad  # noqa: E402
+
+pad = _pad  # np.pad's widths or PyTorch's flat list: over the op family's np.pad
+
 _late_functions.bind(_sys.modules[__name__])

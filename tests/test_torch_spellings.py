@@ -86,3 +86,55 @@ def test_giving_both_spellings_is_an_error():
         F.softmax(t, axis=0, dim=0)
     with pytest.raises(TypeError):
         F.log_softmax(t, -1, dim=0)  # a positional axis and dim=
+
+
+# -- 3. F.pad with PyTorch's flat list -----------------------------------------------------------
+
+
+def _torch_pad_reference(x, flat, mode="constant", value=0.0):
+    """PyTorch's F.pad in NumPy: the flat list's pairs apply to the last dim first; negative
+    widths crop."""
+    widths = [[0, 0] for _ in range(x.ndim)]
+    for i in range(len(flat) // 2):
+        widths[x.ndim - 1 - i] = [flat[2 * i], flat[2 * i + 1]]
+    crop = tuple(slice(max(-b, 0), d - max(-a, 0)) for d, (b, a) in zip(x.shape, widths, strict=True))
+    widths = [(max(b, 0), max(a, 0)) for b, a in widths]
+    numpy_mode = {"replicate": "edge"}.get(mode, mode)
+    kwargs = {"constant_values": value} if mode == "constant" else {}
+    return np.pad(x[crop], widths, mode=numpy_mode, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("flat", "mode"),
+    [
+        ([1, 2, 0, 3], "constant"),  # UNet's F.pad(x1, [diffX // 2, ..., diffY // 2, ...])
+        ((2, 1, 1, 2, 1, 0), "constant"),
+        ((1, 1, 2, 0), "reflect"),
+        ([0, 2, 1, 1], "replicate"),
+        ((-1, 2, 1, -2), "constant"),  # negative widths crop
+    ],
+)
+def test_pad_takes_pytorchs_flat_list_last_dim_first(flat, mode):
+    got = _eager_and_compiled(lambda t: F.pad(t, flat, mode), X)
+    np.testing.assert_array_equal(got.numpy(), _torch_pad_reference(X, flat, mode))
+
+
+def test_pad_keyword_is_pytorchs_even_for_a_pair_and_numpy_forms_are_unchanged():
+    got = _eager_and_compiled(lambda t: F.pad(t, pad=(1, 2), value=-5.0), X)
+    np.testing.assert_array_equal(got.numpy(), _torch_pad_reference(X, (1, 2), value=-5.0))
+    assert got.shape == (2, 3, 7)  # the last dim only
+    for width in (1, (1, 2), ((1, 2),), ((0, 1), (2, 0), (1, 1))):  # NumPy's forms
+        np.testing.assert_array_equal(F.pad(ht.tensor(X), width).numpy(), np.pad(X, width))
+    np.testing.assert_array_equal(F.pad(ht.tensor(X), (1, 2)).numpy(), np.pad(X, (1, 2)))  # every dim
+
+
+def test_pytorch_pad_errors():
+    t = ht.tensor(X)
+    with pytest.raises(ht.errors.OpError, match=r"flat list of an even number of ints, at most 2 per dim \(6\)"):
+        F.pad(t, pad=(1, 1, 1, 1, 1, 1, 1, 1))
+    with pytest.raises(ht.errors.OpError, match=r"flat list of an even number"):
+        F.pad(t, pad=(1, 1, 1))
+    with pytest.raises(ht.errors.OpError, match=r"mode must be one of 'constant', 'reflect', 'replicate'"):
+        F.pad(t, (1, 1, 1, 1), "circular")
+    with pytest.raises(TypeError, match="not both"):
+        F.pad(t, 1, pad=(1, 1))

@@ -14,7 +14,10 @@ two dims as PyTorch's does, any other argument list is NumPy's permutation. The 
 ``log_softmax`` and ``squeeze`` take PyTorch's ``dim=``/``keepdim=`` as aliases of
 ``axis=``/``keepdims=`` (:func:`dim_alias`, which ``F.softmax``, ``F.log_softmax`` and
 ``F.cat`` use too); ``x.max(dim=d)`` is PyTorch's ``(values, indices)`` named pair (unpack
-it before returning it from a traced function), ``x.max(d)`` NumPy's values. ``x.size`` is NumPy's element count (an int) that can
+it before returning it from a traced function), ``x.max(d)`` NumPy's values. ``x.device``
+names where the value is held (``"cpu:0"``, ``"cuda:0"``), ``x.to(device)`` is ``x`` itself
+(hlotrace places values) and ``x.to(dtype)`` a cast; ``requires_grad`` is PyTorch's flag,
+recorded but not what decides gradients (``GradManager.attach`` does). ``x.size`` is NumPy's element count (an int) that can
 also be called as PyTorch's ``x.size()`` (the shape) or ``x.size(dim)`` (one dim).
 
 >>> import numpy as np, hlotrace as ht
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -35,6 +39,33 @@ from hlotrace import dtypes as dt
 from hlotrace.errors import OpError
 from hlotrace.namespace import F
 from hlotrace.source import user_location
+
+# DLPack's device types (dlpack.h) by the names PyTorch gives them.
+_DLPACK_DEVICE_TYPES = {1: "cpu", 2: "cuda", 3: "cuda", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm", 13: "cuda"}
+_DEVICE_TYPES = frozenset({"cpu", "cuda", "gpu", "rocm", "tpu", "mps", "xla", "meta"})
+# Tensor.requires_grad where set (by id; the entry goes with the tensor).
+_REQUIRES_GRAD: dict[int, bool] = {}
+
+
+class Device(str):
+    """``x.device``: ``"cpu:0"``, ``"cuda:0"``, ... with PyTorch's ``.type`` and ``.index``."""
+
+    __slots__ = ()
+
+    @property
+    def type(self) -> str:
+        return self.partition(":")[0]
+
+    @property
+    def index(self) -> int:
+        return int(self.partition(":")[2] or 0)
+
+
+def _is_device(value) -> bool:
+    """A device as ``Tensor.to`` takes one: a Device, ``"cuda"``/``"cpu:0"``, a ``torch.device``."""
+    if isinstance(value, str):
+        return value.partition(":")[0].lower() in _DEVICE_TYPES
+    return type(value).__name__ == "device" and isinstance(getattr(value, "type", None), str)
 
 
 class ValuesIndices(NamedTuple):
@@ -143,6 +174,60 @@ class TensorMethods:
         return F.squeeze(self, axis)
 
     # -- PyTorch's methods --------------------------------------------------------------
+    @property
+    def device(self) -> Device:
+        """Where its value is held: ``"cpu:0"`` for a host value (and while recording), else
+        its device buffer's (``"cuda:0"``), a str with PyTorch's ``.type`` and ``.index``."""
+        kind, index = self.__dlpack_device__()
+        return Device(f"{_DLPACK_DEVICE_TYPES.get(int(kind), str(kind)).lower()}:{int(index)}")
+
+    def to(self, *args, device=None, dtype=None, non_blocking=False, copy=False) -> TensorMethods:
+        """PyTorch's ``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)``, ``x.to(other)``:
+        a device changes nothing (``x`` itself: hlotrace moves a value to the device of the
+        op or compiled step that uses it), a dtype casts (as ``astype``; ``x`` itself if it
+        has that dtype already). ``non_blocking`` and ``copy`` are accepted and ignored."""
+        for arg in args:
+            if isinstance(arg, TensorMethods):
+                dtype = arg.dtype
+            elif _is_device(arg):
+                continue  # placement is hlotrace's
+            elif dtype is None:
+                dtype = arg
+            else:
+                raise TypeError(f"Tensor.to: unexpected argument {arg!r} (a device, a dtype or a tensor)")
+        if device is not None and not _is_device(device):
+            raise TypeError(f"Tensor.to: device={device!r} is not a device (such as 'cpu' or 'cuda:0')")
+        return self if dtype is None else _cast(self, dt.canonicalize(dtype))
+
+    @property
+    def requires_grad(self) -> bool:
+        """PyTorch's flag, True for a Parameter and False for other tensors until set.
+
+        hlotrace decides gradients by ``GradManager.attach`` (and optimizers update every
+        parameter whose ``.grad`` is not None), not by this flag: it is recorded so that code
+        reading it (``[p for p in net.parameters() if p.requires_grad]``) ports unchanged,
+        but ``requires_grad = False`` alone freezes nothing -- leave the parameter out of
+        ``gm.attach(...)`` and of the optimizer's parameters to freeze it. A value copy (a
+        new Parameter) starts from the default again."""
+        flag = _REQUIRES_GRAD.get(id(self))
+        if flag is None:
+            from hlotrace.tensor import Parameter  # cycle: hlotrace.tensor imports this module (Tensor inherits it)
+
+            return isinstance(self, Parameter)
+        return flag
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        key = id(self)
+        if key not in _REQUIRES_GRAD:
+            weakref.finalize(self, _REQUIRES_GRAD.pop, key, None)
+        _REQUIRES_GRAD[key] = bool(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> TensorMethods:
+        """Set :attr:`requires_grad` (see there: it changes no gradient); returns ``self``."""
+        self.requires_grad = requires_grad
+        return self
+
     @property
     def size(self) -> ElementCount:
         """The element count (NumPy's ``x.size``); called, PyTorch's ``x.size(dim=None)``."""

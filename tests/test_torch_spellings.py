@@ -138,3 +138,49 @@ def test_pytorch_pad_errors():
         F.pad(t, (1, 1, 1, 1), "circular")
     with pytest.raises(TypeError, match="not both"):
         F.pad(t, 1, pad=(1, 1))
+
+
+# -- 4. Tensor.device, Tensor.to, requires_grad ----------------------------------------------------
+
+
+def test_device_names_where_the_value_is_held():
+    host = ht.tensor(X)
+    assert host.device == "cpu:0" and host.device.type == "cpu" and host.device.index == 0
+    step = xla_trace(lambda t: t * 2.0)
+    step(host)
+    out = step(host)  # held by the runtime's device: its DLPack device, by PyTorch's name
+    kind, index = out.__dlpack_device__()
+    assert out.device.type == {1: "cpu", 2: "cuda", 10: "rocm"}[int(kind)] and out.device.index == index
+    assert isinstance(out.device, str) and out.device == f"{out.device.type}:{out.device.index}"
+
+
+def test_to_a_device_is_the_tensor_itself_and_to_a_dtype_casts():
+    t = ht.tensor(X)
+    assert t.to("cpu") is t and t.to("cuda:0") is t and t.to(t.device) is t and t.to(device="cuda") is t
+    assert t.to("float32") is t  # its own dtype: no cast recorded
+    got = _eager_and_compiled(lambda a: a.to("cuda", dtype="float64").to(ht.tensor(np.zeros(1, np.int32))), X)
+    np.testing.assert_array_equal(got.numpy(), X.astype(np.float64).astype(np.int32))
+    assert got.dtype == np.int32
+    with pytest.raises(TypeError, match="unexpected argument"):
+        t.to("float16", "float32")
+    with pytest.raises(TypeError, match="is not a device"):
+        t.to(device="float16")
+
+
+def test_requires_grad_is_pytorchs_flag_and_changes_no_gradient():
+    from hlotrace import optim
+    from hlotrace.autodiff import GradManager
+
+    net = ht.nn.Linear(4, 2)
+    assert all(p.requires_grad for p in net.parameters()) and not ht.tensor(X).requires_grad
+    net.bias.requires_grad = False
+    assert [n for n, p in net.named_parameters() if p.requires_grad] == ["weight"]  # nanoGPT's filter
+    assert net.bias.requires_grad_(True) is net.bias and net.bias.requires_grad
+    # the flag is informational: GradManager.attach decides which gradients are taken
+    net.bias.requires_grad = False
+    gm, opt = GradManager().attach(net.parameters()), optim.SGD(net.parameters(), lr=0.1)
+    before = net.bias.numpy().copy()
+    with gm:
+        gm.backward(net(ht.tensor(X[0])).sum())
+    opt.step().clear_grad()
+    assert not np.array_equal(net.bias.numpy(), before)

@@ -22,16 +22,13 @@ Lines that still differ from nanoGPT's original (goal: zero):
 - imports: ``import hlotrace.nn as nn``, ``import hlotrace.functional as F``,
   ``from hlotrace import optim`` (nanoGPT: ``torch``, ``torch.nn``, ``torch.nn.functional``);
 - ``torch.tril(torch.ones(n, n))``: ``F.tril(F.ones((n, n)))`` (no ``torch``-style namespace);
-- ``.transpose(1, 2)`` (four lines: q, k, v and y) and ``k.transpose(-2, -1)``: ``.permute(0, 2, 1, 3)`` and
-  ``k.permute(0, 1, 3, 2)`` (hlotrace's ``Tensor.transpose`` takes a full permutation, as
-  NumPy's, not two dims to swap);
-- ``F.softmax(att, dim=-1)``: ``F.softmax(att, axis=-1)`` (``F.softmax`` has no ``dim=``);
 - ``pos = torch.arange(0, t, dtype=torch.long, device=device)``: ``F.arange(0, t, dtype="int32")``
-  and no ``device = idx.device`` line (tensors have no ``.device``; 32-bit indices);
+  and no ``device = idx.device`` line (``F.arange`` has no ``device=``: hlotrace places
+  values itself; 32-bit indices);
 - nanoGPT's own ``LayerNorm(ndim, bias)`` class (written before PyTorch 2.1 added ``bias=``):
   ``nn.LayerNorm(config.n_embd, bias=config.bias)``, which PyTorch now has too;
-- ``configure_optimizers``: no ``if p.requires_grad`` filter (Parameters have no
-  ``requires_grad``), no ``fused=`` / ``device_type`` arguments;
+- ``configure_optimizers``: no ``fused=`` AdamW (nor the ``inspect`` check and print that
+  choose it from ``device_type``);
 - the training loop: ``with gm: ... gm.backward(loss)``, ``opt.step().clear_grad()`` in an
   ``xla_trace`` function instead of ``loss.backward()``, ``optimizer.step()``,
   ``optimizer.zero_grad(set_to_none=True)``; nanoGPT's hand-written ``get_lr`` is the
@@ -85,18 +82,18 @@ class CausalSelfAttention(nn.Module):
 
         # calculate query, key, values for all heads in batch and move head forward to be the batch dim
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).permute(0, 2, 1, 3)  # (B, nh, T, hs)
-        q = q.view(B, T, self.n_head, C // self.n_head).permute(0, 2, 1, 3)  # (B, nh, T, hs)
-        v = v.view(B, T, self.n_head, C // self.n_head).permute(0, 2, 1, 3)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
 
         # causal self-attention; Self-attend: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
         # manual implementation of attention
-        att = (q @ k.permute(0, 1, 3, 2)) * (1.0 / math.sqrt(k.size(-1)))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-        att = F.softmax(att, axis=-1)
+        att = F.softmax(att, dim=-1)
         att = self.attn_dropout(att)
         y = att @ v  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
-        y = y.permute(0, 2, 1, 3).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
 
         # output projection
         y = self.resid_dropout(self.c_proj(y))
@@ -223,6 +220,8 @@ class GPT(nn.Module):
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type=None):
         # start with all of the candidate parameters
         param_dict = {pn: p for pn, p in self.named_parameters()}
+        # filter out those that do not require grad
+        param_dict = {pn: p for pn, p in param_dict.items() if p.requires_grad}
         # create optim groups. Any parameters that is 2D will be weight decayed, otherwise no.
         # i.e. all weight tensors in matmuls + embeddings decay, all biases and layernorms don't.
         decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]

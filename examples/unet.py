@@ -12,12 +12,8 @@ step -- forward, loss, backward, update, batch-norm statistics -- is one XLA exe
 
 Lines that still differ from the PyTorch original (goal: zero):
 - imports: ``import hlotrace.nn as nn``, ``import hlotrace.functional as F``;
-- ``x = torch.cat([x2, x1], dim=1)``: ``x = F.concat([x2, x1], axis=1)`` (no ``torch``-style
-  namespace; ``F.concat`` takes NumPy's ``axis``);
-- ``F.pad(x1, [diffX // 2, diffX - diffX // 2, diffY // 2, diffY - diffY // 2])``: hlotrace's
-  ``F.pad`` takes NumPy's per-dim ``((before, after), ...)`` pairs, not PyTorch's flat list
-  from the last dim; it is written ``F.pad(x1, ((0, 0), (0, 0), (diffY // 2, ...), (diffX // 2,
-  ...)))`` (a no-op at the sizes used here, kept as in the original);
+- ``x = torch.cat([x2, x1], dim=1)``: ``x = F.cat([x2, x1], dim=1)`` (no ``torch``-style
+  namespace; ``F.cat`` is ``torch.cat``);
 - the training loop (``with gm: ... gm.backward(loss)``, ``opt.step().clear_grad()`` in an
   ``xla_trace`` function).
 Dropped: the ``bilinear=True`` branch (``nn.Upsample(mode="bilinear", align_corners=True)``:
@@ -88,11 +84,11 @@ class Up(nn.Module):
         diffY = x2.size()[2] - x1.size()[2]
         diffX = x2.size()[3] - x1.size()[3]
 
-        x1 = F.pad(x1, ((0, 0), (0, 0), (diffY // 2, diffY - diffY // 2), (diffX // 2, diffX - diffX // 2)))
+        x1 = F.pad(x1, [diffX // 2, diffX - diffX // 2, diffY // 2, diffY - diffY // 2])
         # if you have padding issues, see
         # https://github.com/HaiyongJiang/U-Net-Pytorch-Unstructured-Buggy/commit/0e854509c2cea854e247a9c615f175f76fbb2e3a
         # https://github.com/xiaopeng-liao/Pytorch-UNet/commit/8ebac70e633bac59fc22bb5195e513d5832fb3bd
-        x = F.concat([x2, x1], axis=1)
+        x = F.cat([x2, x1], dim=1)
         return self.conv(x)
 
 

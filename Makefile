@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-softmax demo-cnn demo-transformer demo-resnet demo-gpt demo-unet demo-multiprocess demo-spmd test test-thorough test-seeds test-gpu mutation lint format bench clean
+.PHONY: install demo demo-softmax demo-cnn demo-transformer demo-resnet demo-gpt demo-unet demo-multiprocess demo-spmd test test-thorough test-seeds test-gpu test-device mutation lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,18 @@ test-seeds: $(STAMP)
 test-gpu: $(STAMP)
 	HLOTRACE_HYPOTHESIS_PROFILE=gpu $(if $(shell command -v nvidia-smi 2>/dev/null),,HLOTRACE_PLATFORM=cpu) \
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --one-dtype-per-kind tests/test_op_properties.py tests/test_gradients.py
+
+# The suites users' code paths go through, with every eager op on the device engine
+# (HLOTRACE_EAGER=device; `make test` runs the NumPy engine plus the engine column): calling
+# conventions, fault paths, autodiff, optimizers, nn, losses, random draws, first calls,
+# partial_trace, seeds, the SPMD conventions (TESTING.md, "Issue 35").
+DEVICE_SUITES = tests/test_calling_conventions.py tests/test_fault_paths.py tests/test_autodiff.py \
+	tests/test_train_step.py tests/test_optim.py tests/test_nn.py tests/test_nn_modules.py \
+	tests/test_nn_containers.py tests/test_losses.py tests/test_random.py tests/test_first_call.py \
+	tests/test_closure_step.py tests/test_silent_failures.py tests/test_gradient_identity.py \
+	tests/test_ported_models.py tests/test_control_flow.py tests/distributed/test_spmd_conventions.py
+test-device: $(STAMP)
+	HLOTRACE_EAGER=device $(BIN)/python -m pytest -n $(TEST_JOBS) $(DEVICE_SUITES)
 
 # Mutation testing of the lowering rules (not part of `make test`; see TESTING.md).
 # Extra options: make mutation ARGS="--only reduction --jobs 1"

@@ -41,6 +41,8 @@ def test_vjp_mutants_are_not_applicable_to_the_fuzzer():
 def test_the_artifact_is_the_first_bugs_repro_not_an_xla_disagreement():
     assert fuzz_artifact(SAVED) == ".fuzz-mutant/rule-bug-5.trace.json"
     assert fuzz_artifact("9 programs\n") == ""
+    engine = "saved .fuzz-mutant/engine-bug-2.trace.json (1 ops): engine bug [eager-device] in exp: 1 of 4 differ\n"
+    assert fuzz_artifact(engine) == ".fuzz-mutant/engine-bug-2.trace.json"  # the eager-device oracle's kills count
 
 
 class FakeScratch:

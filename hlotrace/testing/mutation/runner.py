@@ -135,9 +135,11 @@ def fuzz_argv(mutant: Mutant | None) -> tuple[str, ...]:
 
 def _saved(output: str) -> tuple[list, list]:
     """The (path, size, class) of every repro ``hlotrace fuzz`` saved, and of those that are
-    bugs (a rule, pass or spmd bug, or a crash)."""
+    bugs (a rule, pass, spmd or engine bug, or a crash: the fuzzer's ``BUGS``)."""
+    from hlotrace.testing.fuzz.oracles import BUGS  # lazy: loads the fuzz oracles (~10 modules)
+
     found = _SAVED_LINE.findall(output)
-    return found, [f for f in found if f[2].strip() in ("rule bug", "pass bug", "spmd bug", "crash")]
+    return found, [f for f in found if f[2].strip() in BUGS]
 
 
 def fuzz_artifact(output: str) -> str:

@@ -84,4 +84,18 @@ MUTANTS += [
         replace="def run_eager(",
         why="under HLOTRACE_EAGER=device the property tests would compare XLA with XLA",
     ),
+    Mutant(
+        id="fast-path-ignores-tapes",
+        file=DISPATCH,
+        find="    if engine is not None and not attrs and not TAPES and RECORDER.get() is None:\n",
+        replace="    if engine is not None and not attrs and RECORDER.get() is None:\n",
+        why="under autodiff the device engine's fast path skips the tape: gradients lose those ops",
+    ),
+    Mutant(
+        id="fast-path-ignores-the-recorder",
+        file=DISPATCH,
+        find="    if engine is not None and not attrs and not TAPES and RECORDER.get() is None:\n",
+        replace="    if engine is not None and not attrs and not TAPES:\n",
+        why="an xla_trace first call on the device engine records nothing for ops it has seen before",
+    ),
 ]

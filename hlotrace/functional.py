@@ -10,7 +10,7 @@ from __future__ import annotations
 from hlotrace.dispatch import apply
 from hlotrace.ops import get_op
 from hlotrace.ops.common import as_tensor, composite_error
-from hlotrace.tensor_methods import dim_alias as _dim_alias
+from hlotrace.torch_compat import dim_alias as _dim_alias
 from hlotrace.trace import scope
 
 _OP_CACHE: dict = {}

@@ -12,7 +12,7 @@ each composed of registered ops (nothing of their own to lower): ``view``, ``siz
 two dims as PyTorch's does, any other argument list is NumPy's permutation. The reductions
 (``sum``, ``mean``, ``prod``, ``max``, ``min``, ``argmax``, ``argmin``), ``softmax``,
 ``log_softmax`` and ``squeeze`` take PyTorch's ``dim=``/``keepdim=`` as aliases of
-``axis=``/``keepdims=`` (:func:`dim_alias`, which ``F.softmax``, ``F.log_softmax`` and
+``axis=``/``keepdims=`` (:func:`hlotrace.torch_compat.dim_alias`, which ``F.softmax``, ``F.log_softmax`` and
 ``F.cat`` use too); ``x.max(dim=d)`` is PyTorch's ``(values, indices)`` named pair (unpack
 it before returning it from a traced function), ``x.max(d)`` NumPy's values. ``x.device``
 names where the value is held (``"cpu:0"``, ``"cuda:0"``), ``x.to(device)`` is ``x`` itself
@@ -28,10 +28,8 @@ also be called as PyTorch's ``x.size()`` (the shape) or ``x.size(dim)`` (one dim
 
 from __future__ import annotations
 
-import functools
 import math
 import weakref
-from typing import NamedTuple
 
 import numpy as np
 
@@ -39,68 +37,10 @@ from hlotrace import dtypes as dt
 from hlotrace.errors import OpError
 from hlotrace.namespace import F
 from hlotrace.source import user_location
+from hlotrace.torch_compat import DLPACK_DEVICE_TYPES, Device, dim_alias, is_device
 
-# DLPack's device types (dlpack.h) by the names PyTorch gives them.
-_DLPACK_DEVICE_TYPES = {1: "cpu", 2: "cuda", 3: "cuda", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm", 13: "cuda"}
-_DEVICE_TYPES = frozenset({"cpu", "cuda", "gpu", "rocm", "tpu", "mps", "xla", "meta"})
 # Tensor.requires_grad where set (by id; the entry goes with the tensor).
 _REQUIRES_GRAD: dict[int, bool] = {}
-
-
-class Device(str):
-    """``x.device``: ``"cpu:0"``, ``"cuda:0"``, ... with PyTorch's ``.type`` and ``.index``."""
-
-    __slots__ = ()
-
-    @property
-    def type(self) -> str:
-        return self.partition(":")[0]
-
-    @property
-    def index(self) -> int:
-        return int(self.partition(":")[2] or 0)
-
-
-def _is_device(value) -> bool:
-    """A device as ``Tensor.to`` takes one: a Device, ``"cuda"``/``"cpu:0"``, a ``torch.device``."""
-    if isinstance(value, str):
-        return value.partition(":")[0].lower() in _DEVICE_TYPES
-    return type(value).__name__ == "device" and isinstance(getattr(value, "type", None), str)
-
-
-class ValuesIndices(NamedTuple):
-    """``x.max(dim=d)`` / ``x.min(dim=d)``: PyTorch's pair (``torch.return_types.max``)."""
-
-    values: object
-    indices: object
-
-
-_TORCH_KEYWORDS = (("dim", "axis"), ("keepdim", "keepdims"))
-
-
-def dim_alias(fn=None, *, indices: str | None = None):
-    """Let ``fn(..., axis=, keepdims=)`` also take PyTorch's ``dim=`` and ``keepdim=`` (the one
-    place that maps them; giving both spellings of one is a TypeError). ``indices``: the name
-    of the ``F`` function (``"argmax"``) whose result joins the values when ``dim=`` is given,
-    as PyTorch's ``x.max(dim=d)`` returns ``(values, indices)``."""
-    if fn is None:
-        return functools.partial(dim_alias, indices=indices)
-
-    @functools.wraps(fn)
-    def with_dim(*args, **kwargs):
-        torch_call = "dim" in kwargs
-        for torch_name, name in _TORCH_KEYWORDS:
-            if torch_name in kwargs:
-                if name in kwargs:
-                    raise TypeError(f"{fn.__name__}: give {name}= or {torch_name}= (PyTorch's name), not both")
-                kwargs[name] = kwargs.pop(torch_name)
-        values = fn(*args, **kwargs)
-        if indices is None or not torch_call:
-            return values
-        keepdims = kwargs.get("keepdims", False)
-        return ValuesIndices(values, getattr(F, indices)(args[0], axis=kwargs["axis"], keepdims=keepdims))
-
-    return with_dim
 
 
 class TensorMethods:
@@ -179,7 +119,7 @@ class TensorMethods:
         """Where its value is held: ``"cpu:0"`` for a host value (and while recording), else
         its device buffer's (``"cuda:0"``), a str with PyTorch's ``.type`` and ``.index``."""
         kind, index = self.__dlpack_device__()
-        return Device(f"{_DLPACK_DEVICE_TYPES.get(int(kind), str(kind)).lower()}:{int(index)}")
+        return Device(f"{DLPACK_DEVICE_TYPES.get(int(kind), str(kind)).lower()}:{int(index)}")
 
     def to(self, *args, device=None, dtype=None, non_blocking=False, copy=False) -> TensorMethods:
         """PyTorch's ``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)``, ``x.to(other)``:
@@ -189,13 +129,13 @@ class TensorMethods:
         for arg in args:
             if isinstance(arg, TensorMethods):
                 dtype = arg.dtype
-            elif _is_device(arg):
+            elif is_device(arg):
                 continue  # placement is hlotrace's
             elif dtype is None:
                 dtype = arg
             else:
                 raise TypeError(f"Tensor.to: unexpected argument {arg!r} (a device, a dtype or a tensor)")
-        if device is not None and not _is_device(device):
+        if device is not None and not is_device(device):
             raise TypeError(f"Tensor.to: device={device!r} is not a device (such as 'cpu' or 'cuda:0')")
         return self if dtype is None else _cast(self, dt.canonicalize(dtype))
 

@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("recording", ("hlotrace.recording", "hlotrace.records", "hlotrace.trace")),
-    ("tensor", ("hlotrace.tensor", "hlotrace.tensor_methods")),
+    ("tensor", ("hlotrace.tensor", "hlotrace.tensor_methods", "hlotrace.torch_compat")),
     ("ops", ("hlotrace.ops.registry",)),
     ("dispatch", ("hlotrace.dispatch", "hlotrace.autodiff")),
     # The op families: OpDefs (reference, inference, samples, VJP) and their user functions.

@@ -59,10 +59,7 @@ class DeviceEngine:
                     return run_reference(op, attrs, tensors, out_aval)
         entry = self._runners.get(key) if key is not None else None
         if entry is not None:
-            self._runners.move_to_end(key)
-            COUNTS["eager_cache_hits"] += 1
-            if entry[2] is not None:  # a quickly compiled executable: is the optimized one ready?
-                _settle(entry)
+            self._touch(key, entry)
             runner, exe = entry[0], entry[1]
         else:
             entry = self._build(op, attrs, tensors, out_aval)
@@ -83,12 +80,21 @@ class DeviceEngine:
         entry = self._runners.get(key)
         if entry is None or spmd_hooks.active or not entry[3]:
             return None
+        # _touch, inlined: this is every steady eager op's path (a method call is ~0.1 us of 5.7).
         self._runners.move_to_end(key)
-        if entry[2] is not None:  # a quickly compiled executable: is the optimized one ready?
-            _settle(entry)
         COUNTS["eager_cache_hits"] += 1
+        if entry[2] is not None:
+            _settle(entry)
         COUNTS["eager_executions"] += 1
         return entry[0](buffers)
+
+    def _touch(self, key, entry) -> None:
+        """A cache hit: ``entry`` becomes the most recently used, counted, and switched to its
+        optimized executable when the background compile has finished."""
+        self._runners.move_to_end(key)
+        COUNTS["eager_cache_hits"] += 1
+        if entry[2] is not None:  # a quickly compiled executable: is the optimized one ready?
+            _settle(entry)
 
     def _put(self, tensors, buffers, exe) -> None:
         """Copy the host operands to the device (each tensor keeps its buffer)."""
@@ -146,8 +152,7 @@ class DeviceEngine:
             entry = [exe.run, exe, None, True]
             self._keep(key, entry)
         else:
-            self._runners.move_to_end(key)
-            COUNTS["eager_cache_hits"] += 1
+            self._touch(key, entry)
         COUNTS["eager_executions"] += 1
         return entry[0]([buffer])[0]
 

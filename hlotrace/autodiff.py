@@ -66,7 +66,8 @@ class Tape:
     same Tensor object a new key, so uses before and after the update stay distinct.
     """
 
-    def __init__(self):
+    def __init__(self, owner=None):
+        self.owner = owner  # the GradManager recording into it (``loss.backward()`` finds it), or None
         self.nodes: list[_Node] = []
         self._key_of: dict[int, int] = {}
         self._alive: list = []  # tensors whose id() is a key in _key_of
@@ -400,9 +401,14 @@ class GradManager:
         """Start recording (what ``with gm:`` does on entry)."""
         if self._tape is not None:
             raise OpError("GradManager is already recording")
-        self._tape = Tape()
+        self._tape = Tape(owner=self)
         self._keys = [self._tape.watch(p) for p in self._attached]
         TAPES.append(self._tape)
+
+    @property
+    def recording(self) -> bool:
+        """Whether ``with gm:`` (or :meth:`record`) is active and not yet ended by backward."""
+        return self._tape is not None
 
     def release(self) -> None:
         """Stop recording and drop the tape (idempotent)."""

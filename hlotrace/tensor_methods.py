@@ -38,6 +38,7 @@ from hlotrace.errors import OpError
 from hlotrace.namespace import F
 from hlotrace.source import user_location
 from hlotrace.torch_compat import DLPACK_DEVICE_TYPES, Device, dim_alias, is_device
+from hlotrace.torch_compat import backward as _backward
 
 # Tensor.requires_grad where set (by id; the entry goes with the tensor).
 _REQUIRES_GRAD: dict[int, bool] = {}
@@ -167,6 +168,11 @@ class TensorMethods:
         """Set :attr:`requires_grad` (see there: it changes no gradient); returns ``self``."""
         self.requires_grad = requires_grad
         return self
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+        """PyTorch's ``loss.backward()``: ``gm.backward(loss)`` of the GradManager now recording
+        (:func:`hlotrace.torch_compat.backward`; none recording is an error saying how)."""
+        _backward(self, gradient, retain_graph, create_graph, inputs)
 
     @property
     def size(self) -> ElementCount:

@@ -1,13 +1,17 @@
 """PyTorch's spellings that hlotrace's Tensor methods and functional take besides their own:
-``x.device`` values, ``dim=``/``keepdim=`` for ``axis=``/``keepdims=`` (one decorator), and
-the ``(values, indices)`` pair ``x.max(dim=d)`` returns."""
+``x.device`` values, ``dim=``/``keepdim=`` for ``axis=``/``keepdims=`` (one decorator), the
+``(values, indices)`` pair ``x.max(dim=d)`` returns, and ``loss.backward()`` (through the
+one GradManager recording)."""
 
 from __future__ import annotations
 
 import functools
 from typing import NamedTuple
 
+from hlotrace.errors import HlotraceError
 from hlotrace.namespace import F
+from hlotrace.recording import TAPES
+from hlotrace.source import user_location
 
 # DLPack's device types (dlpack.h) by the names PyTorch gives them.
 DLPACK_DEVICE_TYPES = {1: "cpu", 2: "cuda", 3: "cuda", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm", 13: "cuda"}
@@ -68,3 +72,43 @@ def dim_alias(fn=None, *, indices: str | None = None):
         return ValuesIndices(values, getattr(F, indices)(args[0], axis=kwargs["axis"], keepdims=keepdims))
 
     return with_dim
+
+
+def recording_grad_managers() -> list:
+    """The GradManagers whose recording (``with gm:``) is active, outermost first (each
+    owns one of the active tapes; ``grad``/``value_and_grad`` tapes have no owner)."""
+    return [tape.owner for tape in TAPES if getattr(tape, "owner", None) is not None]
+
+
+_HOW = (
+    "attach the parameters with a GradManager and record the forward pass in it: "
+    "gm = GradManager().attach(net.parameters()) (from hlotrace.autodiff import GradManager), then "
+    "`with gm: loss = loss_fn(net(x), y); loss.backward()` (which is gm.backward(loss))"
+)
+
+
+def backward(loss, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+    """PyTorch's ``loss.backward(gradient=None)``: ``gm.backward(loss, gradient)`` of the one
+    GradManager now recording (``.grad`` of its attached tensors accumulates, the recording
+    ends). No GradManager recording, or several, is an HlotraceError saying how to attach one.
+    ``retain_graph`` is accepted (a GradManager's recording ends at backward either way);
+    ``create_graph=True`` and ``inputs=`` are refused (use ``hlotrace.autodiff.grad``)."""
+    where = f" (at {loc})" if (loc := user_location(2)) else ""
+    if create_graph or inputs is not None:
+        raise HlotraceError(
+            "Tensor.backward: create_graph=True and inputs= are not offered; hlotrace.autodiff.grad "
+            "(and grad of grad) computes such gradients" + where
+        )
+    managers = recording_grad_managers()
+    if len(managers) != 1:
+        state = "no GradManager is recording" if not managers else f"{len(managers)} GradManagers are recording"
+        raise HlotraceError(
+            f"Tensor.backward(): {state}, so which parameters get gradients is unknown. In hlotrace, "
+            f"{_HOW}" + ("; with several, call gm.backward(loss) on the one you mean" if managers else "") + where
+        )
+    if gradient is None and loss.ndim != 0 and loss.size != 1:
+        raise HlotraceError(
+            f"Tensor.backward(): a gradient can be implied for a one-element loss only (as PyTorch), got shape "
+            f"{loss.shape}: pass gradient= of that shape" + where
+        )
+    managers[0].backward(loss, gradient)

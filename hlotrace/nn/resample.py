@@ -1,5 +1,5 @@
-"""Resampling modules: ``PixelShuffle``, ``PixelUnshuffle``, ``Upsample`` (nearest, integer
-factors), composites of reshape, transpose and repeat.
+"""Resampling modules: ``PixelShuffle``, ``PixelUnshuffle``, ``Upsample`` (nearest and
+(bi/tri)linear, PyTorch's formulas), composites of reshape, transpose, repeat and take.
 
 >>> from hlotrace import nn
 >>> nn.PixelShuffle(2)(ht.tensor(np.zeros((1, 8, 3, 3), np.float32))).shape
@@ -13,8 +13,16 @@ import numbers
 from hlotrace import functional as F
 from hlotrace.errors import HlotraceError, argument_error, positive_int
 from hlotrace.nn.module import Module
+from hlotrace.nn_functional import interpolate
 
-__all__ = ["PixelShuffle", "PixelUnshuffle", "Upsample"]
+__all__ = ["PixelShuffle", "PixelUnshuffle", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d"]
+
+
+_MODES = ("nearest", "linear", "bilinear", "trilinear")
+
+
+def _positive(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
 
 
 def _whole(value) -> bool:
@@ -61,48 +69,77 @@ class PixelUnshuffle(Module):
 
 
 class Upsample(Module):
-    """Nearest-neighbour upsampling of ``(N, C, *spatial)`` inputs by integer factors
-    (PyTorch's ``nn.Upsample(mode="nearest")``): ``scale_factor`` (an int or one per spatial
-    dim) or ``size`` (a multiple of the input's spatial size). Other modes are refused."""
+    """Upsampling of ``(N, C, *spatial)`` inputs (PyTorch's ``nn.Upsample``): ``mode``
+    "nearest" (default), "linear", "bilinear" or "trilinear" (with ``align_corners``, PyTorch's
+    coordinate formulas: :func:`hlotrace.nn_functional.interpolate`); ``size`` (an int or one
+    per spatial dim) or ``scale_factor``. Nearest by whole factors is a ``repeat`` per dim;
+    every other case takes the two (or one) source neighbours with ``take`` and mixes them.
 
-    def __init__(self, size=None, scale_factor=None, mode: str = "nearest"):
+    >>> up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+    >>> up(ht.tensor(np.zeros((1, 3, 4, 5), np.float32))).shape
+    (1, 3, 8, 10)
+    """
+
+    def __init__(
+        self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None, recompute_scale_factor=None
+    ):
         super().__init__()
-        if mode != "nearest":
-            raise argument_error("nn.Upsample", "mode", mode, "'nearest' (the only mode supported)")
+        if mode not in _MODES:
+            raise argument_error("nn.Upsample", "mode", mode, f"one of {', '.join(map(repr, _MODES))}")
         if (size is None) == (scale_factor is None):
             raise HlotraceError("nn.Upsample: give exactly one of size and scale_factor")
+        if mode == "nearest" and align_corners is not None:
+            raise argument_error("nn.Upsample", "align_corners", align_corners, "None with mode='nearest' (as PyTorch)")
         for argument, value in (("size", size), ("scale_factor", scale_factor)):
             entries = list(value) if isinstance(value, tuple | list) else [value]
-            if value is not None and not (entries and all(_whole(e) for e in entries)):
-                raise argument_error("nn.Upsample", argument, value, "a positive int or one per spatial dim")
+            if value is not None and not (entries and all(_positive(e) for e in entries)):
+                raise argument_error("nn.Upsample", argument, value, "a positive number or one per spatial dim")
         self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
 
-    def _factors(self, x) -> tuple[int, ...]:
+    def _whole_factors(self, x) -> tuple[int, ...] | None:
+        """The integer factor per spatial dim when nearest upsampling is a repeat, else None."""
         spatial = x.shape[2:]
         if self.scale_factor is not None:
             factors = (
                 self.scale_factor if isinstance(self.scale_factor, tuple | list) else [self.scale_factor] * len(spatial)
             )
-            if len(factors) != len(spatial) or any(float(f) != int(f) or int(f) < 1 for f in factors):
-                raise HlotraceError(
-                    f"Upsample: scale_factor {self.scale_factor!r} must be positive ints, one per spatial dim of {x.shape}"
-                )
+            if len(factors) != len(spatial) or not all(_whole(f) for f in factors):
+                return None
             return tuple(int(f) for f in factors)
         size = self.size if isinstance(self.size, tuple | list) else [self.size] * len(spatial)
-        if len(size) != len(spatial) or any(s % d for s, d in zip(size, spatial, strict=True) if d):
-            raise HlotraceError(
-                f"Upsample: size {self.size!r} must be a multiple of the input's spatial size {spatial}"
-            )
-        return tuple(s // d if d else 1 for s, d in zip(size, spatial, strict=True))
+        if len(size) != len(spatial) or any(not d or s % d for s, d in zip(size, spatial, strict=True)):
+            return None
+        return tuple(s // d for s, d in zip(size, spatial, strict=True))
 
     def forward(self, x):
         if x.ndim < 3:
             raise HlotraceError(f"Upsample expects (N, C, *spatial), got shape {x.shape}")
-        for axis, factor in enumerate(self._factors(x), start=2):
+        factors = self._whole_factors(x) if self.mode == "nearest" else None
+        if factors is None:
+            return interpolate(
+                x, self.size, self.scale_factor, self.mode, self.align_corners, self.recompute_scale_factor
+            )
+        for axis, factor in enumerate(factors, start=2):
             if factor != 1:
                 x = F.repeat(x, factor, axis=axis)
         return x
 
     def extra_repr(self) -> str:
         what = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
-        return f"{what}, mode={self.mode!r}"
+        corners = f", align_corners={self.align_corners}" if self.align_corners is not None else ""
+        return f"{what}, mode={self.mode!r}{corners}"
+
+
+class UpsamplingBilinear2d(Upsample):
+    """PyTorch's ``nn.UpsamplingBilinear2d``: ``Upsample(mode="bilinear", align_corners=True)``."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+class UpsamplingNearest2d(Upsample):
+    """PyTorch's ``nn.UpsamplingNearest2d``: ``Upsample(mode="nearest")``."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")

@@ -79,6 +79,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "hlotrace.data",
             "hlotrace.datasets",
             "hlotrace.interop",
+            "hlotrace.torch",  # PyTorch's spellings over nn, optim and functional
         ),
     ),
     ("outside", ("hlotrace.tools", "hlotrace.testing", "hlotrace.debug", "hlotrace.__main__", "hlotrace")),

@@ -53,16 +53,19 @@ def test_a_pytorch_checkpoint_file_loads_with_tied_weights_and_batch_counters(tm
     result = nn.load_torch_state_dict(net, path)
     assert result == nn.IncompatibleKeys([], [])
     assert net.head.weight is head is net.emb.weight  # loaded in place, still tied
-    for key, value in checkpoint.items():
-        if key != "bn.num_batches_tracked":
-            np.testing.assert_array_equal(nn.torch_state_dict(net)[key], value, err_msg=key)
+    assert int(net.bn.num_batches_tracked.numpy()) == 7 and net.bn.num_batches_tracked.dtype == np.int64
     exported = nn.torch_state_dict(net)
-    assert sorted(exported) == sorted(checkpoint)
-    assert exported["bn.num_batches_tracked"].dtype == np.int64
-    # state_dict() itself: each tensor once, parameters before buffers (PyTorch: module by module)
-    assert sorted(net.state_dict()) == sorted(
-        k for k in checkpoint if k not in ("bn.num_batches_tracked", "head.weight")
-    )
+    assert list(exported) == list(checkpoint)  # PyTorch's keys in PyTorch's order
+    for key, value in checkpoint.items():
+        np.testing.assert_array_equal(exported[key], value, err_msg=key)
+        assert exported[key].dtype == value.dtype, key
+    # written back as PyTorch writes it, the file loads again, counter included (int64, shape ())
+    safetensors.numpy.save_file(exported, str(tmp_path / "out.safetensors"))
+    other = Net()
+    assert nn.load_torch_state_dict(other, tmp_path / "out.safetensors") == nn.IncompatibleKeys([], [])
+    assert other.bn.num_batches_tracked.numpy().shape == () and int(other.bn.num_batches_tracked.numpy()) == 7
+    # state_dict() itself: each tensor once, in PyTorch's order (module by module)
+    assert list(net.state_dict()) == [k for k in checkpoint if k != "head.weight"]
 
 
 def test_load_casts_floats_and_reports_keys():

@@ -163,8 +163,10 @@ def test_a_resnet18_checkpoint_with_pytorchs_keys_loads_and_gives_the_same_outpu
 
     ht.random.seed(1)
     source = resnet.resnet18(num_classes=10, cifar=True, width=4)
-    for name, buf in source.named_buffers():  # non-trivial running statistics
-        buf._assign(ht.tensor(np.random.default_rng(len(name)).uniform(0.5, 1.5, buf.shape).astype(np.float32)))
+    for name, buf in source.named_buffers():  # non-trivial running statistics and batch counts
+        rng = np.random.default_rng(len(name))
+        value = rng.integers(1, 9, buf.shape) if buf.dtype == np.int64 else rng.uniform(0.5, 1.5, buf.shape)
+        buf._assign(ht.tensor(value.astype(buf.dtype)))
     checkpoint = nn_torch_keys(source)
     assert "bn1.num_batches_tracked" in checkpoint and "layer1.0.bn2.num_batches_tracked" in checkpoint
     path = tmp_path / "resnet18.safetensors"
@@ -177,13 +179,16 @@ def test_a_resnet18_checkpoint_with_pytorchs_keys_loads_and_gives_the_same_outpu
     for net in (source, target):
         net.eval()
     np.testing.assert_array_equal(target(x).numpy(), source(x).numpy())
+    for (name, a), (_, b) in zip(source.named_buffers(), target.named_buffers(), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)  # the counters too
 
 
 def nn_torch_keys(module) -> dict[str, np.ndarray]:
-    """PyTorch's state dict of the same model: hlotrace's keys, plus BatchNorm's counters."""
+    """PyTorch's state dict of the same model: hlotrace's own, keys and order (no tied weights
+    in a ResNet), BatchNorm's int64 counters included."""
     state = ht.nn.torch_state_dict(module)
-    assert set(state) - set(module.state_dict()) == {k for k in state if k.endswith("num_batches_tracked")}
-    return {k: (np.asarray(v + 3) if k.endswith("num_batches_tracked") else v) for k, v in state.items()}
+    assert list(state) == list(module.state_dict())
+    return state
 
 
 @pytest.mark.parametrize(

@@ -203,11 +203,16 @@ def test_buffers_are_stacked_and_read_in_eval_mode():
     stacked, unrolled = _pair(2, make)
     for net in (stacked, unrolled):
         for b in net.buffers():
-            b._assign(ht.tensor(RNG.uniform(0.5, 1.5, b.shape).astype(np.float32)))
+            if b.dtype == np.float32:  # the statistics; num_batches_tracked is an int64 count
+                b._assign(ht.tensor(RNG.uniform(0.5, 1.5, b.shape).astype(np.float32)))
     state = stacked.state_dict()
     for i, block in enumerate(unrolled):
         block.load_state_dict({k: v[i] for k, v in state.items()})
-    assert [(n, b.shape) for n, b in stacked.named_buffers()] == [("0.running_mean", (2, 2)), ("0.running_var", (2, 2))]
+    assert [(n, b.shape, b.dtype) for n, b in stacked.named_buffers()] == [
+        ("0.running_mean", (2, 2), np.float32),
+        ("0.running_var", (2, 2), np.float32),
+        ("0.num_batches_tracked", (2,), np.int64),
+    ]
     stacked.eval()
     unrolled.eval()
     x = _x(3, 2, 4, 4)

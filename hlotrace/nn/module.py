@@ -14,9 +14,10 @@
 ['fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias']
 
 Registration order is *assignment* order across parameters, buffers and sub-modules alike
-(a Parameter assigned between two sub-modules is listed between their parameters). Every
-listing is deduplicated by object identity: a Parameter or Module reachable under two names
-is listed once, under the first name.
+(a Parameter assigned between two sub-modules is listed between their parameters);
+``state_dict()`` alone uses PyTorch's order instead (module by module: its own parameters,
+its own persistent buffers, then its sub-modules). Every listing is deduplicated by object
+identity: a Parameter or Module reachable under two names is listed once, under the first name.
 """
 
 from __future__ import annotations
@@ -276,17 +277,50 @@ class Module:
         return [*self.named_parameters(), *self.named_buffers()]
 
     def _persistent_state(self) -> list[tuple[str, Tensor]]:
-        """:meth:`_named_state` without the buffers registered with ``persistent=False``."""
+        """The parameters and persistent buffers in PyTorch's ``state_dict`` order: module by
+        module (pre-order), each module's own parameters, then its own persistent buffers,
+        each in registration order; a tensor reachable under two names is listed once, under
+        the first. (``named_parameters`` keeps assignment order across kinds instead.)"""
+        out: list[tuple[str, Tensor]] = []
+        seen: set[int] = set()
         transient = {
             id(module.__dict__.get(name))
             for module in self.modules()
             for name in module.__dict__.get("_non_persistent", ())
         }
-        return [(name, t) for name, t in self._named_state() if id(t) not in transient]
+        for prefix, module in self.named_modules():
+            dot = prefix + "." if prefix else ""
+            for kind in (_PARAM, _BUFFER):
+                for name, t in module._direct(kind):
+                    if id(t) not in seen and id(t) not in transient:
+                        seen.add(id(t))
+                        out.append((dot + name, t))
+        return out
+
+    def _state_defaults(self) -> dict[str, np.ndarray]:
+        """Values of this module's own persistent buffers that a state dict holding its other
+        entries may leave out (``load_state_dict`` fills them in): none by default; BatchNorm's
+        ``num_batches_tracked`` is 0, as PyTorch fills it in a checkpoint that predates it."""
+        return {}
+
+    def _with_defaults(self, state_dict: Mapping, own: Mapping) -> Mapping:
+        """``state_dict`` plus the :meth:`_state_defaults` of each module that it holds other
+        keys of but not these (a checkpoint written before the buffer existed)."""
+        filled = {}
+        for prefix, module in self.named_modules():
+            dot = prefix + "." if prefix else ""
+            defaults = module._state_defaults()
+            if not defaults or not any(dot + name in state_dict for name in module._member_table()):
+                continue
+            for name, value in defaults.items():
+                if dot + name in own and dot + name not in state_dict:
+                    filled[dot + name] = value
+        return {**state_dict, **filled} if filled else state_dict
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """``{name: NumPy copy}`` of every parameter, then every persistent buffer; keys as
-        PyTorch's (``"blocks.0.fc.weight"``).
+        """``{name: NumPy copy}`` of every parameter and persistent buffer, keys and order as
+        PyTorch's: module by module, its parameters then its buffers, then its sub-modules
+        (``["conv.weight", "bn.weight", "bn.bias", "bn.running_mean", ...]``).
 
         >>> ht.save(model.state_dict(), "model.npz")
         """
@@ -298,7 +332,9 @@ class Module:
         Shapes and dtypes must match exactly (a mismatch names the key and both shapes or
         dtypes). With ``strict`` missing or unexpected keys are an error too; otherwise they
         are returned. Nothing is changed unless every entry fits. The Parameter objects are
-        kept, so an optimizer built on them goes on updating the loaded values.
+        kept, so an optimizer built on them goes on updating the loaded values. A BatchNorm
+        whose entries lack ``num_batches_tracked`` (a checkpoint older than that buffer) gets
+        0 there, as in PyTorch.
 
         >>> model.load_state_dict(ht.load("model.npz"))
         """
@@ -306,6 +342,7 @@ class Module:
             wanted = "a dict of names to arrays (module.state_dict(), ht.load(path))"
             raise argument_error(f"{type(self).__name__}.load_state_dict", "state_dict", state_dict, wanted)
         own = dict(self._persistent_state())
+        state_dict = self._with_defaults(state_dict, own)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):

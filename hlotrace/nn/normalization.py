@@ -3,12 +3,14 @@
 
 >>> from hlotrace import nn
 >>> bn = nn.BatchNorm2d(3)
->>> [name for name, _ in bn.named_buffers()]
-['running_mean', 'running_var']
+>>> list(bn.state_dict())
+['weight', 'bias', 'running_mean', 'running_var', 'num_batches_tracked']
 
 ``BatchNorm2d``'s ``momentum`` follows MegEngine: ``running = momentum * running + (1 -
 momentum) * batch_stat`` (default 0.9; PyTorch's default 0.1 is the same update, see
-:func:`hlotrace.functional.batch_norm`).
+:func:`hlotrace.functional.batch_norm`). ``momentum=None`` is PyTorch's cumulative average:
+``running += (batch_stat - running) / num_batches_tracked``. The buffer ``num_batches_tracked``
+(an int64 scalar, as PyTorch's) counts the training-mode forwards, eager or compiled.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class _BatchNorm(Module):
         name = type(self).__name__
         self.num_features = _positive_int(name, num_features, "num_features")
         self.eps = _number(name, "eps", eps, 0.0)
-        self.momentum = _number(name, "momentum", momentum, 0.0, 1.0)
+        self.momentum = None if momentum is None else _number(name, "momentum", momentum, 0.0, 1.0)
         self.affine = bool(affine)
         self.track_running_stats = bool(track_running_stats)
         shape = (self.num_features,)
@@ -71,23 +73,55 @@ class _BatchNorm(Module):
         if self.track_running_stats:
             self.register_buffer("running_mean", tensor(np.zeros(shape, np.float32)))
             self.register_buffer("running_var", tensor(np.ones(shape, np.float32)))
+            self.register_buffer("num_batches_tracked", tensor(np.zeros((), np.int64)))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
 
     def forward(self, x):
         if x.ndim not in self._ranks:
             raise HlotraceError(f"{type(self).__name__} expects an {self._layout} input, got shape {x.shape}")
-        return F.batch_norm(
+        tracking = self.training and self.track_running_stats and self.running_mean is not None
+        if tracking and self.momentum is None:
+            return self._cumulative_forward(x)
+        y = F.batch_norm(
             x,
             self.running_mean,
             self.running_var,
             self.weight,
             self.bias,
             training=self.training or not self.track_running_stats,
-            momentum=self.momentum,
+            momentum=0.0 if self.momentum is None else self.momentum,  # None: no update here
             eps=self.eps,
         )
+        if tracking and self.num_batches_tracked is not None:
+            # After the update (PyTorch counts first; the order is invisible): a forward that
+            # fails leaves the count as it was.
+            self.num_batches_tracked._assign(self.num_batches_tracked + 1)
+        return y
+
+    def _cumulative_forward(self, x):
+        """``momentum=None`` in training: normalize with the batch statistics, then move the
+        running ones by ``1 / num_batches_tracked`` of the way to them (PyTorch's cumulative
+        moving average; the factor is a value of the step, so a compiled step never recompiles
+        for it). ``F.batch_norm`` takes a constant momentum only, hence the update here."""
+        y = F.batch_norm(x, None, None, self.weight, self.bias, training=True, eps=self.eps)
+        counted = self.num_batches_tracked + 1
+        others = tuple(d for d in range(x.ndim) if d != 1)
+        wide = F.astype(x, self.running_mean.dtype).detach()
+        mean = F.mean(wide, axis=others)
+        centered = wide - F.reshape(mean, (1, self.num_features) + (1,) * (x.ndim - 2))
+        n = x.size // self.num_features
+        unbiased = F.sum(centered * centered, axis=others) / (n - 1)
+        factor = 1.0 / F.astype(counted, self.running_mean.dtype)
+        self.running_mean._assign(self.running_mean + (mean - self.running_mean) * factor)
+        self.running_var._assign(self.running_var + (unbiased - self.running_var) * factor)
+        self.num_batches_tracked._assign(counted)
+        return y
+
+    def _state_defaults(self) -> dict[str, np.ndarray]:
+        return {"num_batches_tracked": np.zeros((), np.int64)} if self.track_running_stats else {}
 
     def extra_repr(self) -> str:
         return (
@@ -113,9 +147,12 @@ class BatchNorm2d(_BatchNorm):
 
     In training mode (``module.train()``, the default) it normalizes with the batch
     statistics and updates the buffers ``running_mean`` (zeros) and ``running_var`` (ones)
-    in place; in eval mode it normalizes with them. ``affine`` adds the parameters
-    ``weight`` (ones) and ``bias`` (zeros); without ``track_running_stats`` there are no
-    buffers and batch statistics are used in both modes.
+    in place, and adds 1 to ``num_batches_tracked`` (an int64 scalar); in eval mode it
+    normalizes with the running statistics. ``momentum=None`` averages every batch so far
+    (PyTorch's cumulative average). ``affine`` adds the parameters ``weight`` (ones) and
+    ``bias`` (zeros); without ``track_running_stats`` there are no buffers and batch
+    statistics are used in both modes. ``state_dict()`` keys are PyTorch's: ``weight``,
+    ``bias``, ``running_mean``, ``running_var``, ``num_batches_tracked``.
     """
 
     _ranks = (4,)

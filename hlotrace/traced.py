@@ -402,6 +402,8 @@ def xla_trace(
     explain_recompiles: bool | None = None,
     first_call: str | None = None,
     tiered_compile: bool | None = None,
+    without_host: bool = True,
+    symbolic_shape: bool = False,
 ):
     """Decorator: record on the first call per input signature, then run compiled.
 
@@ -433,9 +435,13 @@ def xla_trace(
       waits for it and every later call runs it. The first call's results may then differ
       from the optimized executable's in the last bits. Default $HLOTRACE_TIERED_COMPILE,
       else off; see :mod:`hlotrace.runtime.tiered`.
+    without_host, symbolic_shape: MegEngine's, with its meaning and the one value each that its
+      ``xla_trace`` takes too: ``without_host=True`` (Python runs on the recording call only)
+      and ``symbolic_shape=False`` (static shapes: another shape compiles another program).
     """
     if fn is not None and not callable(fn):
         raise argument_error("xla_trace", "fn", fn, "a function or a module to compile (or options only)")
+    check_megengine_options("xla_trace", without_host, symbolic_shape)
     check_platform("xla_trace", platform)  # at decoration, also for @xla_trace(platform=...)
     options = {
         "capture_as_const": capture_as_const,
@@ -448,3 +454,11 @@ def xla_trace(
     if fn is None:
         return functools.partial(xla_trace, **options)
     return TracedFunction(fn, **options)
+
+
+def check_megengine_options(decorator: str, without_host, symbolic_shape) -> None:
+    """MegEngine's ``without_host``/``symbolic_shape``: the one value each that hlotrace honours."""
+    if without_host is not True:  # MegEngine's False: the Python function runs on every call
+        raise argument_error(decorator, "without_host", without_host, "True (Python runs on the recording call only)")
+    if symbolic_shape is not False:
+        raise argument_error(decorator, "symbolic_shape", symbolic_shape, "False (programs have static shapes)")

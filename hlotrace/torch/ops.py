@@ -25,7 +25,7 @@ from hlotrace import functional as F
 from hlotrace.ops.common import as_tensor
 from hlotrace.recording import TAPES
 from hlotrace.tensor import Tensor
-from hlotrace.torch_compat import ValuesIndices
+from hlotrace.torch_compat import PAUSED_TAPES, ValuesIndices
 
 __all__ = [
     "abs",
@@ -313,13 +313,13 @@ class no_grad:
     not resumed."""
 
     def __enter__(self) -> no_grad:
-        self._paused = list(TAPES)
+        PAUSED_TAPES.append(list(TAPES))  # loss.backward() still finds their GradManager
         TAPES.clear()
         return self
 
     def __exit__(self, *exc) -> None:
-        live = [t for t in self._paused if getattr(t, "owner", None) is None or t.owner.recording]
-        TAPES[:0] = live
+        paused = PAUSED_TAPES.pop()
+        TAPES[:0] = [t for t in paused if getattr(t, "owner", None) is None or t.owner.recording]
 
     def __call__(self, fn):
         @functools.wraps(fn)

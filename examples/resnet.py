@@ -15,14 +15,14 @@ repeated over 3 channels, normalized as CIFAR images are. The step is forward, c
 backward and SGD with momentum and weight decay, with the batch-norm running statistics updated
 in place: one XLA executable after the first (recording) call.
 
-Lines that still differ from torchvision's original (goal: zero):
-- ``import torch`` / ``from torch import Tensor, nn``: ``import hlotrace.nn as nn``,
-  ``import hlotrace.functional as F``, ``from hlotrace import Tensor``;
-- ``x = torch.flatten(x, 1)``: ``x = F.flatten(x, 1)`` (hlotrace has no ``torch``-style
-  top-level namespace of ops; ``F.flatten`` has ``torch.flatten``'s signature);
-- the training loop (not the model): ``with gm: ... gm.backward(loss)`` and
-  ``opt.step().clear_grad()`` instead of ``loss.backward()``, ``opt.step()``,
-  ``opt.zero_grad()``, and the step is a function decorated with ``xla_trace``.
+Lines that still differ from torchvision's original (goal: zero): none in the model code.
+The imports are ``import hlotrace.torch as torch``, ``import hlotrace.torch.nn as nn`` and
+``from hlotrace.torch import Tensor`` (torchvision: ``torch``, ``torch.nn``, ``torch.Tensor``);
+the rest of the model is torchvision's (``torch.flatten(x, 1)`` included) plus the additions
+below. The training loop, not part of the model file, records the step in a GradManager
+(``with gm:`` around the forward and ``loss.backward()``, which is ``gm.backward(loss)``) and
+is a function decorated with ``xla_trace``; ``opt.step()`` and ``opt.zero_grad()`` are
+PyTorch's.
 Added, not changed: ``cifar`` and ``width`` arguments (torchvision hard-codes the ImageNet stem
 and 64). ``groups``, ``width_per_group`` and ``replace_stride_with_dilation`` are torchvision's
 (ResNeXt / wide / dilated variants). Not ported: the ``_resnet``/``ResNet18_Weights`` plumbing
@@ -37,13 +37,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-import hlotrace as ht
-import hlotrace.functional as F
-import hlotrace.nn as nn
-from hlotrace import Tensor, optim
+import hlotrace.torch as torch
+import hlotrace.torch.nn as nn
+import hlotrace.torch.nn.functional as F
 from hlotrace.autodiff import GradManager
 from hlotrace.datasets import digits_split
 from hlotrace.jit import xla_trace
+from hlotrace.torch import Tensor, optim
 
 # -- the model: torchvision/models/resnet.py ---------------------------------------------------
 
@@ -290,7 +290,7 @@ class ResNet(nn.Module):
         x = self.layer4(x)
 
         x = self.avgpool(x)
-        x = F.flatten(x, 1)
+        x = torch.flatten(x, 1)
         x = self.fc(x)
 
         return x
@@ -329,8 +329,9 @@ def images(x: np.ndarray, size: int) -> np.ndarray:
 def train_step(data, label, *, net, opt, gm):
     with gm:
         loss = F.cross_entropy(net(data), label)
-        gm.backward(loss)
-    opt.step().clear_grad()
+        loss.backward()
+    opt.step()
+    opt.zero_grad()
     return loss
 
 
@@ -359,7 +360,7 @@ def main(argv=None) -> list[float]:
 
     x_train, y_train, x_test, y_test = digits_split(seed=args.seed)
     x_train, x_test = images(x_train, args.size), images(x_test, args.size)
-    ht.random.seed(args.seed)
+    torch.manual_seed(args.seed)
     net = ARCHS[args.arch](num_classes=10, cifar=True, width=args.width)
     opt = make_optimizer(net, args.lr)
     gm = GradManager().attach(net.parameters())
@@ -374,7 +375,9 @@ def main(argv=None) -> list[float]:
     start = time.perf_counter()
     for step in range(args.steps):
         idx = rng.choice(len(x_train), args.batch, replace=False)
-        loss = float(compiled_step(ht.tensor(x_train[idx]), ht.tensor(y_train[idx]), net=net, opt=opt, gm=gm))
+        loss = float(
+            compiled_step(torch.from_numpy(x_train[idx]), torch.from_numpy(y_train[idx]), net=net, opt=opt, gm=gm)
+        )
         losses.append(loss)
         if step == 0:
             print(f"step    1  loss {loss:.4f}  (recorded and compiled in {time.perf_counter() - start:.1f} s)")
@@ -382,7 +385,7 @@ def main(argv=None) -> list[float]:
             print(f"step {step + 1:4d}  loss {loss:.4f}  (mean of the last 10: {np.mean(losses[-10:]):.4f})")
     elapsed = time.perf_counter() - start
     net.eval()
-    predicted = logits(ht.tensor(x_test[:256]), net=net).numpy().argmax(axis=-1)
+    predicted = logits(torch.from_numpy(x_test[:256]), net=net).numpy().argmax(axis=-1)
     net.train()
     accuracy = float(np.mean(predicted == y_test[:256]))
     print(f"compiled executables for the step: {compiled_step.cache_size}; {args.steps} steps in {elapsed:.1f} s")

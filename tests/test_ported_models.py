@@ -1,12 +1,14 @@
 """The ported PyTorch models (examples/resnet.py, gpt.py, unet.py) at small sizes: one compiled
 training step equals the eager step (loss and every parameter and buffer after the step, within
 the tolerance table's float32 entry widened for a whole training step), the loss falls over a
-few compiled steps on one batch, and the state_dict keys are PyTorch's."""
+few compiled steps on one batch, and the state_dict keys are PyTorch's; the model code names
+only PyTorch's ``torch``/``nn``/``F`` (hlotrace.torch behind the imports)."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 
 import numpy as np
@@ -132,7 +134,7 @@ def test_gpt_step_compiled_equals_eager():
         return gpt.gpt(n_layer=2, n_embd=16, n_head=2, block_size=2 * k + 1, vocab_size=gpt.VOCAB, bias=False)
 
     def make_opt(model):
-        return model.configure_optimizers(weight_decay=0.1, learning_rate=3e-3, betas=(0.9, 0.95))
+        return model.configure_optimizers(weight_decay=0.1, learning_rate=3e-3, betas=(0.9, 0.95), device_type="cpu")
 
     model = _compiled_equals_eager(
         make, make_opt, gpt.train_step, [x, y], holder="model", schedule=lambda o: gpt.schedule(o, 2, 10), adam_lr=3e-3
@@ -143,16 +145,65 @@ def test_gpt_step_compiled_equals_eager():
     assert model.lm_head.weight is model.transformer.wte.weight  # tied: one parameter
 
 
-def test_unet_step_compiled_equals_eager():
+@pytest.mark.parametrize("bilinear", [False, True], ids=["transposed-conv", "bilinear"])
+def test_unet_step_compiled_equals_eager(bilinear):
     rng = np.random.default_rng(0)
     images, masks = unet.segmentation_data(rng.random((4, 64)).astype(np.float32), rng)
-    _compiled_equals_eager(
-        lambda: unet.unet(base=4),
+    net = _compiled_equals_eager(
+        lambda: unet.unet(base=4, bilinear=bilinear),
         lambda m: ht.optim.Adam(m.parameters(), lr=1e-2),
         unet.train_step,
         [images, masks],
         adam_lr=1e-2,
     )
+    assert isinstance(net.up1.up, ht.nn.Upsample if bilinear else ht.nn.ConvTranspose2d)
+
+
+def _model_code(module) -> str:
+    """The model part of an example: from its "# -- the model" line to the task and training."""
+    text = open(module.__file__).read()
+    start = text.index("# -- the model")
+    return text[start : text.index("and training ---", start)]
+
+
+@pytest.mark.parametrize("example", [resnet, gpt, unet], ids=["resnet", "gpt", "unet"])
+def test_the_model_code_is_pytorchs_spelling_only(example):
+    """Issue 36's target: the model code names only ``torch``, ``nn`` and ``F`` (hlotrace.torch
+    behind the imports), never hlotrace itself."""
+    code = _model_code(example)
+    assert "hlotrace" not in code and not re.search(r"\bht\.", code) and "GradManager" not in code
+    assert example.torch is ht.torch and example.nn is ht.torch.nn
+
+
+def test_nanogpts_flash_branch_equals_its_explicit_attention():
+    """nanoGPT's flash branch (left out of examples/gpt.py, see its docstring) runs as written on
+    ``torch.nn.functional.scaled_dot_product_attention`` and equals the explicit branch."""
+    torch, nn = gpt.torch, gpt.nn
+
+    class FlashAttention(gpt.CausalSelfAttention):
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            y = torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, attn_mask=None, dropout_p=self.dropout if self.training else 0, is_causal=True
+            )
+            y = y.transpose(1, 2).contiguous().view(B, T, C)
+            return self.resid_dropout(self.c_proj(y))
+
+    config = gpt.GPTConfig(block_size=8, vocab_size=gpt.VOCAB, n_layer=1, n_head=2, n_embd=16)
+    torch.manual_seed(0)
+    explicit = gpt.CausalSelfAttention(config)
+    flash = FlashAttention(config)
+    flash.load_state_dict(explicit.state_dict())
+    assert isinstance(explicit, nn.Module)
+    x = torch.randn(3, 7, 16)
+    np.testing.assert_allclose(flash(x).numpy(), explicit(x).numpy(), rtol=1e-5, atol=1e-6)
+    compiled = xla_trace(lambda x, *, m: m(x))
+    compiled(x, m=flash)
+    np.testing.assert_allclose(compiled(x, m=flash).numpy(), explicit(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_a_resnet18_checkpoint_with_pytorchs_keys_loads_and_gives_the_same_outputs(tmp_path):

@@ -257,9 +257,10 @@ SIZES = {
 MAY_BE_ZERO = {"padding", "output_padding"}
 BAD_SIZES = (-3, 0, "4", 2.5, True, None)
 # Other options checked when the module is built, with a value each must refuse.
-BAD_OPTIONS = {"reduction": "bogus", "eps": -1.0, "momentum": 1.5, "p": 1.5, "mode": "bilinear", "activation": "swish"}
+BAD_OPTIONS = {"reduction": "bogus", "eps": -1.0, "momentum": 1.5, "p": 1.5, "mode": "bicubic", "activation": "swish"}
 # Options whose None means "not given" (stride: the kernel size; eps: the dtype's epsilon).
 NONE_ALLOWED = {("stride", None), ("eps", None), ("output_size", None)}
+FRACTION_ALLOWED = {("scale_factor", 2.5)}  # nn.Upsample takes PyTorch's fractional factors
 
 
 def _module_classes():
@@ -291,7 +292,9 @@ def _nn_cases():
             else:
                 continue
             for value in bad_values:
-                if (parameter.name, value) in NONE_ALLOWED or (value is None and parameter.default is None):
+                if (parameter.name, value) in NONE_ALLOWED | FRACTION_ALLOWED or (
+                    value is None and parameter.default is None
+                ):
                     continue
                 cases.append(pytest.param(cls, parameter.name, value, id=f"nn.{name}({parameter.name}={value!r})"))
     return cases

@@ -15,7 +15,7 @@ from hlotrace.errors import HlotraceError, argument_error, positive_int
 from hlotrace.nn.module import Module
 from hlotrace.nn_functional import interpolate
 
-__all__ = ["PixelShuffle", "PixelUnshuffle", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d"]
+__all__ = ["PixelShuffle", "PixelUnshuffle", "Upsample"]
 
 
 _MODES = ("nearest", "linear", "bilinear", "trilinear")
@@ -129,17 +129,3 @@ class Upsample(Module):
         what = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
         corners = f", align_corners={self.align_corners}" if self.align_corners is not None else ""
         return f"{what}, mode={self.mode!r}{corners}"
-
-
-class UpsamplingBilinear2d(Upsample):
-    """PyTorch's ``nn.UpsamplingBilinear2d``: ``Upsample(mode="bilinear", align_corners=True)``."""
-
-    def __init__(self, size=None, scale_factor=None):
-        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
-
-
-class UpsamplingNearest2d(Upsample):
-    """PyTorch's ``nn.UpsamplingNearest2d``: ``Upsample(mode="nearest")``."""
-
-    def __init__(self, size=None, scale_factor=None):
-        super().__init__(size, scale_factor, mode="nearest")

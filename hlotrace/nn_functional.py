@@ -210,6 +210,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise _composite_error("interpolate", f"mode {mode!r} expects (N, C, *spatial) with {what}", x)
     if wanted is None and align_corners is not None:
         raise _composite_error("interpolate", "align_corners applies to the linear modes only (as PyTorch)", x)
+    if wanted is not None and not dt.is_floating(x.dtype):
+        raise _composite_error("interpolate", f"mode {mode!r} needs a float tensor (as PyTorch)", x)
     out_sizes, scales = _interpolate_sizes(x, size, scale_factor, recompute_scale_factor)
     with scope("hlotrace.interpolate"):
         for axis, (n_in, n_out, given) in enumerate(zip(spatial, out_sizes, scales, strict=True), start=2):

@@ -461,6 +461,9 @@ def test_nearest_linear_and_trilinear():
         F.interpolate(ht.tensor(x), size=8, mode="bilinear")
     with pytest.raises(OpError, match="mode must be one of"):
         F.interpolate(ht.tensor(x), size=8, mode="bicubic")
+    with pytest.raises(OpError, match="needs a float tensor"):
+        F.interpolate(ht.tensor([[[1, 2]]]), size=4, mode="linear")
+    np.testing.assert_array_equal(F.interpolate(ht.tensor([[[1, 2]]]), size=4).numpy(), [[[1, 1, 2, 2]]])
 
 
 @pytest.mark.parametrize("align_corners", [True, False])

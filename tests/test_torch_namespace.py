@@ -185,6 +185,120 @@ def test_the_pairs_and_lists_pytorch_returns():
         torch.where(ht.tensor(A) > 0)
 
 
+# The rest of the table: the remaining torch.* mappings, each against NumPy, eager and compiled.
+P = np.abs(A) + 0.5  # positive
+INDICES = np.array([[2, 0, 3], [1, 1, 0]], np.int32)
+
+
+@pytest.mark.parametrize(
+    ("name", "fn", "args", "reference"),
+    [
+        ("sin", torch.sin, [A], np.sin),
+        ("cos", torch.cos, [A], np.cos),
+        ("tanh", torch.tanh, [A], np.tanh),
+        ("sigmoid", torch.sigmoid, [A], lambda a: 1 / (1 + np.exp(-a))),
+        ("relu", torch.relu, [A], lambda a: np.maximum(a, 0)),
+        ("sqrt", torch.sqrt, [P], np.sqrt),
+        ("log", torch.log, [P], np.log),
+        ("square", torch.square, [A], np.square),
+        ("isnan", torch.isnan, [np.where(A > 0, A, np.nan)], np.isnan),
+        ("isinf", lambda a: torch.isinf(1 / (a * 0)), [A], lambda a: np.ones(a.shape, bool)),
+        ("isfinite", torch.isfinite, [A], np.isfinite),
+        ("minimum", torch.minimum, [A, P], np.minimum),
+        ("prod", lambda a: torch.prod(a, dim=1, keepdim=True), [P], lambda a: a.prod(1, keepdims=True)),
+        ("argmax", lambda a: torch.argmax(a, dim=1), [A], lambda a: a.argmax(1)),
+        ("argmin", lambda a: torch.argmin(a, 0, keepdim=True), [A], lambda a: a.argmin(0)[None]),
+        ("logsumexp", lambda a: torch.logsumexp(a, 1), [A], lambda a: np.log(np.exp(a).sum(1))),
+        ("reshape", lambda x: torch.reshape(x, (4, -1)), [X], lambda x: x.reshape(4, -1)),
+        ("mean-dtype", lambda a: torch.mean(a, dtype=torch.float64), [A], lambda a: a.astype(np.float64).mean()),
+        (
+            "softmax-dtype",
+            lambda a: torch.softmax(a, 1, dtype=torch.float64),
+            [A],
+            lambda a: np.exp(_log_softmax(a.astype(np.float64), 1)),
+        ),
+        (
+            "randint-range",
+            lambda a: torch.randint(0, 3, (50,)) * 0 + a[0, 0].to(torch.int32),
+            [np.ones((1, 1), np.float32)],
+            lambda a: np.ones(50, np.int32),
+        ),
+        ("F.relu6", F.relu6, [A * 8], lambda a: np.clip(a, 0, 6)),
+        ("F.silu", F.silu, [A], lambda a: a / (1 + np.exp(-a))),
+        ("F.mish", F.mish, [A], lambda a: a * np.tanh(np.log1p(np.exp(a)))),
+        ("F.hardswish", F.hardswish, [A * 4], lambda a: a * np.clip(a + 3, 0, 6) / 6),
+        ("F.hardsigmoid", F.hardsigmoid, [A * 4], lambda a: np.clip(a / 6 + 0.5, 0, 1)),
+        ("F.elu", lambda a: F.elu(a, 0.5, inplace=True), [A], lambda a: np.where(a > 0, a, 0.5 * np.expm1(a))),
+        ("F.leaky_relu", lambda a: F.leaky_relu(a, 0.2), [A], lambda a: np.where(a > 0, a, 0.2 * a)),
+        ("F.log_softmax", lambda a: F.log_softmax(a, dim=0), [A], lambda a: _log_softmax(a, 0)),
+        ("F.embedding", lambda i, w: F.embedding(i, w), [INDICES, B], lambda i, w: w[i]),
+        ("F.linear", lambda x, w: F.linear(x, w), [A, B.T.copy()], lambda x, w: x @ w.T),
+        (
+            "F.max_pool2d",
+            lambda x: F.max_pool2d(x, 2),
+            [X[None]],
+            lambda x: x[:, :, :2, :].reshape(1, 2, 1, 2, 2, 2).max((3, 5)),
+        ),
+        (
+            "F.avg_pool2d",
+            lambda x: F.avg_pool2d(x, 2, 2, 0, False, True),
+            [X[None]],
+            lambda x: x[:, :, :2, :].reshape(1, 2, 1, 2, 2, 2).mean((3, 5)),
+        ),
+        (
+            "F.adaptive_max_pool2d",
+            lambda x: F.adaptive_max_pool2d(x, 1),
+            [X[None]],
+            lambda x: x.max((2, 3), keepdims=True),
+        ),
+        ("F.upsample", lambda x: F.upsample(x, scale_factor=2), [X], lambda x: x.repeat(2, -1)),
+        (
+            "F.bce",
+            lambda p, t: F.binary_cross_entropy(p, t),
+            [1 / (1 + np.exp(-A)), (A > 0).astype(np.float32)],
+            lambda p, t: -(t * np.log(p) + (1 - t) * np.log(1 - p)).mean(),
+        ),
+        (
+            "F.bce-logits",
+            lambda z, t: F.binary_cross_entropy_with_logits(z, t, reduction="sum"),
+            [A, (A > 0).astype(np.float32)],
+            lambda z, t: (np.log1p(np.exp(-np.abs(z))) + np.maximum(z, 0) - z * t).sum(),
+        ),
+        (
+            "F.smooth_l1",
+            lambda a, b: F.smooth_l1_loss(a, b, beta=0.5),
+            [A, P],
+            lambda a, b: np.where(np.abs(a - b) < 0.5, 0.5 * (a - b) ** 2 / 0.5, np.abs(a - b) - 0.25).mean(),
+        ),
+        (
+            "F.kl_div",
+            lambda a, b: F.kl_div(a, b, reduction="sum"),
+            [np.log(P / 3), P / 3],
+            lambda logq, p: (p * (np.log(p) - logq)).sum(),
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_more_mappings_against_numpy(name, fn, args, reference):
+    got = _eager_and_compiled(fn, *args, rtol=1e-5)
+    np.testing.assert_allclose(got, reference(*args), rtol=2e-5, atol=1e-6)
+
+
+def test_tensor_construction_details():
+    t = torch.tensor([1.0, 2.0], requires_grad=True)
+    assert t.requires_grad and torch.is_tensor(t) and not torch.is_tensor(np.ones(2))
+    assert torch.as_tensor(t) is t and torch.as_tensor(t, dtype=torch.float64).dtype == np.float64
+    assert torch.as_tensor([1, 2]).dtype == np.int32
+    with pytest.raises(ArgumentError, match="a NumPy array"):
+        torch.from_numpy([1, 2])
+    assert torch.randint(10, (4,), dtype=torch.long).dtype == np.int64
+    assert torch.rand_like(torch.zeros(2, 2)).shape == (2, 2)
+    seed = torch.seed()
+    first = torch.randn(3).numpy()
+    torch.manual_seed(seed)
+    np.testing.assert_array_equal(torch.randn(3).numpy(), first)
+
+
 # -- no_grad ------------------------------------------------------------------------------------
 
 

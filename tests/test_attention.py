@@ -1,5 +1,8 @@
 """scaled_dot_product_attention and nn.MultiheadAttention against NumPy written from
-PyTorch's documented formulas; compiled equals eager; gradients against finite differences."""
+PyTorch's documented formulas; compiled equals eager; gradients against finite differences.
+``F.scaled_dot_product_attention`` takes PyTorch's signature (``attn_mask``, ``dropout_p``,
+``is_causal``, ``scale``; hlotrace.torch.nn.functional's is the same function) beside its
+earlier ``mask=``/``causal=``."""
 
 import numpy as np
 import pytest
@@ -9,6 +12,7 @@ import hlotrace.functional as F
 from hlotrace import nn
 from hlotrace.autodiff import grad
 from hlotrace.errors import OpError
+from hlotrace.jit import xla_trace
 
 
 def _softmax(s):
@@ -16,8 +20,8 @@ def _softmax(s):
     return e / e.sum(-1, keepdims=True)
 
 
-def _sdpa(q, k, v, allowed=None, add=None):
-    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+def _sdpa(q, k, v, allowed=None, add=None, scale=None):
+    s = q @ np.swapaxes(k, -1, -2) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
     if add is not None:
         s = s + add
     if allowed is not None:
@@ -191,3 +195,60 @@ def test_self_attention_projects_with_one_matmul_and_equals_the_three_matmul_pat
     traced(ht.tensor(x), net=mha)
     # in-projection, scores, weights @ v, out-projection: 4 (three projections would make 6)
     assert traced.lowered.text().count("stablehlo.dot_general") == 4
+
+
+# -- PyTorch's signature -------------------------------------------------------------------------
+
+RNG = np.random.default_rng(36)
+QKV = [RNG.standard_normal(s).astype(np.float32) for s in ((2, 2, 5, 4), (2, 2, 6, 4), (2, 2, 6, 3))]
+
+
+def _eager_and_compiled(fn, *arrays):
+    """``fn``'s eager result as NumPy, after asserting the compiled call (the second) equals it."""
+    eager = fn(*[ht.tensor(a) for a in arrays])
+    step = xla_trace(fn)
+    step(*[ht.tensor(a) for a in arrays])
+    np.testing.assert_allclose(step(*[ht.tensor(a) for a in arrays]).numpy(), eager.numpy(), rtol=1e-5, atol=1e-6)
+    return eager.numpy()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reference"),
+    [
+        ({}, {}),
+        ({"is_causal": True}, {"allowed": np.tril(np.ones((5, 6), bool))}),
+        ({"scale": 0.3}, {"scale": 0.3}),
+        ({"dropout_p": 0.0}, {}),
+    ],
+    ids=["plain", "causal", "scale", "no-dropout"],
+)
+def test_sdpa_pytorch_signature(kwargs, reference):
+    import hlotrace.torch.nn.functional as torch_F
+
+    got = _eager_and_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kwargs), *QKV)
+    np.testing.assert_allclose(got, _sdpa(*QKV, **reference), rtol=1e-5, atol=1e-6)
+    assert torch_F.scaled_dot_product_attention is F.scaled_dot_product_attention
+
+
+def test_sdpa_masks_as_pytorch():
+    allowed = RNG.random((5, 6)) > 0.3
+    allowed[:, 0] = True
+    bias = RNG.standard_normal((5, 6)).astype(np.float32)
+    got = _eager_and_compiled(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), *QKV, allowed)
+    np.testing.assert_allclose(got, _sdpa(*QKV, allowed=allowed), rtol=1e-5, atol=1e-6)
+    got = _eager_and_compiled(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m), *QKV, bias)
+    np.testing.assert_allclose(got, _sdpa(*QKV, add=bias), rtol=1e-5, atol=1e-6)
+    with pytest.raises(OpError, match="attn_mask or is_causal"):
+        F.scaled_dot_product_attention(*QKV, attn_mask=allowed, is_causal=True)
+    with pytest.raises(TypeError, match="not both"):
+        F.scaled_dot_product_attention(*QKV, attn_mask=allowed, mask=allowed)
+
+
+def test_sdpa_dropout_drops_attention_weights_from_the_default_generator():
+    q, k, v = (ht.tensor(a) for a in QKV)
+    ht.random.seed(1)
+    first = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5).numpy()
+    ht.random.seed(1)
+    weights = _softmax(QKV[0] @ QKV[1].swapaxes(-1, -2) / 2.0)
+    kept = ht.random.uniform(weights.shape).numpy() >= 0.5  # the draw F.dropout makes
+    np.testing.assert_allclose(first, np.where(kept, weights / 0.5, 0) @ QKV[2], rtol=1e-5, atol=1e-6)

@@ -1,14 +1,12 @@
 """``hlotrace.torch`` (issue 36: a PyTorch model file runs with its imports swapped): every
 function against a NumPy reference, eagerly and compiled (``xla_trace``: the compiled call
-equals the eager one); ``F.scaled_dot_product_attention`` with PyTorch's signature;
-``interpolate``/``nn.Upsample`` against a reference written from PyTorch's documented
-coordinate formulas (hand-checked values too), with gradients against finite differences;
-``loss.backward()`` eagerly, in ``xla_trace`` and ``partial_trace`` steps; ``no_grad``;
-``xla_trace(without_host=, symbolic_shape=)``."""
+equals the eager one); ``interpolate``/``nn.Upsample`` against a reference written from
+PyTorch's documented coordinate formulas (hand-checked values too), with gradients against
+finite differences and the reference's adjoint. Elsewhere: ``F.scaled_dot_product_attention``'s
+PyTorch signature in tests/test_attention.py; ``no_grad``, ``loss.backward()``, ``zero_grad``
+and ``xla_trace(without_host=, symbolic_shape=)`` in tests/test_torch_spellings.py."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pytest
@@ -16,9 +14,9 @@ import pytest
 import hlotrace as ht
 import hlotrace.torch as torch
 import hlotrace.torch.nn.functional as F
-from hlotrace.autodiff import GradManager, grad
-from hlotrace.errors import ArgumentError, HlotraceError, OpError
-from hlotrace.jit import partial_trace, xla_trace
+from hlotrace.autodiff import grad
+from hlotrace.errors import ArgumentError, OpError
+from hlotrace.jit import xla_trace
 from hlotrace.torch import nn, optim
 
 RNG = np.random.default_rng(360)
@@ -299,52 +297,6 @@ def test_tensor_construction_details():
     np.testing.assert_array_equal(torch.randn(3).numpy(), first)
 
 
-# -- no_grad ------------------------------------------------------------------------------------
-
-
-def test_no_grad_stops_gradients_eagerly_and_compiled():
-    def step(x, net, gm):
-        with gm:
-            with torch.no_grad():
-                frozen = net(x)  # a constant to the backward pass
-            loss = (net(x) * frozen).sum()
-            gm.backward(loss)
-        return loss
-
-    results = []
-    for run in (step, xla_trace(step)):
-        net = nn.Linear(3, 1)
-        nn.init.ones_(net.weight)
-        nn.init.zeros_(net.bias)
-        gm = GradManager().attach(net.parameters())
-        x = ht.tensor(np.array([[1.0, 2.0, 3.0]], np.float32))
-        for _ in range(2):  # the second call of the compiled step runs the executable
-            net.weight.grad = None
-            run(x, net=net, gm=gm)
-        results.append(net.weight.grad.numpy())
-        assert not gm.recording
-    # d/dw (w·x) * c with c = w·x held constant: c * x = 6 * x (with the product rule: 12 * x)
-    for got in results:
-        np.testing.assert_allclose(got, [[6.0, 12.0, 18.0]])
-
-
-def test_no_grad_as_a_decorator_and_does_not_resume_an_ended_recording():
-    net = nn.Linear(2, 1)
-    gm = GradManager().attach(net.parameters())
-
-    @torch.no_grad()
-    def predict(x):
-        return net(x)
-
-    x = ht.tensor(np.ones((1, 2), np.float32))
-    with gm:
-        loss = predict(x).sum() + net(x).sum()
-        with torch.no_grad():
-            loss.backward()  # as PyTorch: backward inside no_grad works
-    np.testing.assert_allclose(net.weight.grad.numpy(), [[1.0, 1.0]])
-    assert not gm.recording and not ht.autodiff.TAPES
-
-
 # -- torch.nn.functional ----------------------------------------------------------------------
 
 
@@ -412,59 +364,9 @@ def test_options_hlotrace_lacks_are_refused_by_name(call, argument):
         call(ht.tensor(np.zeros((1, 1, 4, 4), np.float32)))
 
 
-# -- scaled_dot_product_attention: PyTorch's signature ------------------------------------------
-
-
-def _sdpa(q, k, v, allowed=None, add=None, scale=None):
-    scores = q @ k.swapaxes(-1, -2) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
-    if add is not None:
-        scores = scores + add
-    if allowed is not None:
-        scores = np.where(allowed, scores, -np.inf)
-    return np.exp(_log_softmax(scores, -1)) @ v
-
+# -- scaled_dot_product_attention (PyTorch's signature: tests/test_attention.py) ------------------
 
 QKV = [RNG.standard_normal(s).astype(np.float32) for s in ((2, 2, 5, 4), (2, 2, 6, 4), (2, 2, 6, 3))]
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "reference"),
-    [
-        ({}, {}),
-        ({"is_causal": True}, {"allowed": np.tril(np.ones((5, 6), bool))}),
-        ({"scale": 0.3}, {"scale": 0.3}),
-        ({"dropout_p": 0.0}, {}),
-    ],
-    ids=["plain", "causal", "scale", "no-dropout"],
-)
-def test_sdpa_pytorch_signature(kwargs, reference):
-    got = _eager_and_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kwargs), *QKV, rtol=1e-5)
-    np.testing.assert_allclose(got, _sdpa(*QKV, **reference), rtol=1e-5, atol=1e-6)
-    assert ht.F.scaled_dot_product_attention is F.scaled_dot_product_attention
-
-
-def test_sdpa_masks_as_pytorch():
-    allowed = RNG.random((5, 6)) > 0.3
-    allowed[:, 0] = True
-    bias = RNG.standard_normal((5, 6)).astype(np.float32)
-    got = _eager_and_compiled(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), *QKV, allowed)
-    np.testing.assert_allclose(got, _sdpa(*QKV, allowed=allowed), rtol=1e-5, atol=1e-6)
-    got = _eager_and_compiled(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m), *QKV, bias)
-    np.testing.assert_allclose(got, _sdpa(*QKV, add=bias), rtol=1e-5, atol=1e-6)
-    with pytest.raises(OpError, match="attn_mask or is_causal"):
-        F.scaled_dot_product_attention(*QKV, attn_mask=allowed, is_causal=True)
-    with pytest.raises(TypeError, match="not both"):
-        F.scaled_dot_product_attention(*QKV, attn_mask=allowed, mask=allowed)
-
-
-def test_sdpa_dropout_drops_attention_weights_from_the_default_generator():
-    q, k, v = (ht.tensor(a) for a in QKV)
-    torch.manual_seed(1)
-    first = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5).numpy()
-    torch.manual_seed(1)
-    weights = np.exp(_log_softmax(QKV[0] @ QKV[1].swapaxes(-1, -2) / 2.0, -1))
-    kept = ht.random.uniform(weights.shape).numpy() >= 0.5  # the draw F.dropout makes
-    np.testing.assert_allclose(first, np.where(kept, weights / 0.5, 0) @ QKV[2], rtol=1e-5, atol=1e-6)
 
 
 def test_sdpa_gradient_matches_finite_differences():
@@ -611,111 +513,3 @@ def test_upsample_modules():
     np.testing.assert_array_equal(nearest, IMAGE[:, :, [0, 0, 1, 2, 2, 3, 4]][:, :, :, [0, 0, 1, 2, 2, 3, 4, 4, 5, 6]])
     with pytest.raises(ArgumentError, match="align_corners"):
         nn.Upsample(scale_factor=2, align_corners=True)
-
-
-# -- loss.backward() ----------------------------------------------------------------------------
-
-
-def _torch_style_step(x, y, net, opt, gm):
-    with gm:
-        loss = F.mse_loss(net(x), y)
-        loss.backward()
-    opt.step()
-    opt.zero_grad()
-    return loss
-
-
-def _gm_style_step(x, y, net, opt, gm):
-    with gm:
-        loss = F.mse_loss(net(x), y)
-        gm.backward(loss)
-    opt.step().clear_grad()
-    return loss
-
-
-def _world():
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
-    return net, optim.SGD(net.parameters(), lr=0.1, momentum=0.9), GradManager().attach(net.parameters())
-
-
-@pytest.mark.parametrize("mode", ["eager", "xla_trace"])
-def test_loss_backward_equals_gm_backward(mode):
-    rng = np.random.default_rng(1)
-    batches = [
-        (rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((4, 1)).astype(np.float32))
-        for _ in range(3)
-    ]
-    finals = []
-    for step in (_torch_style_step, _gm_style_step):
-        net, opt, gm = _world()
-        run = xla_trace(step) if mode == "xla_trace" else step
-        losses = [float(run(ht.tensor(x), ht.tensor(y), net=net, opt=opt, gm=gm)) for x, y in batches]
-        finals.append((losses, [p.numpy() for p in net.parameters()]))
-        if mode == "xla_trace":
-            assert run.cache_size == 1
-    np.testing.assert_allclose(finals[0][0], finals[1][0], rtol=1e-6)
-    for a, b in zip(finals[0][1], finals[1][1], strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-
-
-def test_loss_backward_with_a_partial_trace_forward():
-    rng = np.random.default_rng(2)
-    x, y = (ht.tensor(rng.standard_normal(s).astype(np.float32)) for s in ((4, 3), (4, 1)))
-    grads = []
-    for traced in (False, True):
-        net, _, gm = _world()
-        forward = partial_trace(lambda x, net: net(x)) if traced else (lambda x, net: net(x))
-        for _ in range(2):  # the second partial_trace call runs both executables
-            for p in net.parameters():
-                p.grad = None
-            with gm:
-                loss = ((forward(x, net) - y) ** 2).mean()
-                loss.backward()
-        grads.append([p.grad.numpy() for p in net.parameters()])
-    for a, b in zip(*grads, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-
-
-def test_loss_backward_without_one_recording_grad_manager_says_how():
-    net, _, gm = _world()
-    x = ht.tensor(np.ones((2, 3), np.float32))
-    with pytest.raises(
-        HlotraceError, match=r"no GradManager is recording.*GradManager\(\)\.attach\(net\.parameters\(\)\)"
-    ):
-        net(x).sum().backward()
-    other = GradManager().attach(net.parameters())
-    with gm, other, pytest.raises(HlotraceError, match=r"2 GradManagers are recording.*gm\.backward"):
-        net(x).sum().backward()
-    with gm:
-        with pytest.raises(HlotraceError, match=r"one-element loss only.*\(2, 1\)"):
-            net(x).backward()
-        net(x).backward(gradient=np.full((2, 1), 2.0, np.float32))  # as gm.backward(y, dy)
-    np.testing.assert_allclose(net[2].bias.grad.numpy(), [4.0])
-    with gm, pytest.raises(HlotraceError, match="create_graph"):
-        net(x).sum().backward(create_graph=True)
-
-
-# -- torch.optim, xla_trace's MegEngine arguments ---------------------------------------------
-
-
-def test_zero_grad_set_to_none_or_zeros():
-    net, _, gm = _world()
-    opt = optim.Adam(net.parameters(), lr=1e-3)
-    assert isinstance(opt, ht.optim.Adam)
-    for set_to_none, expected in ((False, 0.0), (True, None)):
-        with gm:
-            net(ht.tensor(np.ones((1, 3), np.float32))).sum().backward()
-        opt.zero_grad(set_to_none=set_to_none)
-        grads = [p.grad for p in net.parameters()]
-        assert all(g is None for g in grads) if expected is None else all((g.numpy() == 0).all() for g in grads)
-
-
-def test_xla_trace_takes_megengines_without_host_and_symbolic_shape():
-    step = xla_trace(without_host=True, symbolic_shape=False)(lambda x: x * 2)
-    assert step(ht.tensor([1.0])).numpy().tolist() == [2.0]
-    assert xla_trace(lambda x: x, without_host=True).fn is not None
-    with pytest.raises(ArgumentError, match=r"xla_trace: without_host=False: expected True"):
-        xla_trace(lambda x: x, without_host=False)
-    with pytest.raises(ArgumentError, match=r"xla_trace: symbolic_shape=True: expected False"):
-        xla_trace(symbolic_shape=True)

@@ -2,14 +2,21 @@
 file ports with only its imports swapped): two-dim ``Tensor.transpose``, ``dim=``/``keepdim=``
 as aliases of ``axis=``/``keepdims=``, ``F.cat``, ``F.pad`` with PyTorch's flat list,
 ``Tensor.device``/``.to`` and ``Parameter.requires_grad``. Each against NumPy, eagerly and
-inside ``xla_trace`` (the compiled call equals the eager one)."""
+inside ``xla_trace`` (the compiled call equals the eager one). And the training-loop spellings
+(``hlotrace.torch``): ``torch.no_grad``, ``loss.backward()`` (eager, in ``xla_trace`` and with
+a ``partial_trace`` forward), ``optimizer.zero_grad(set_to_none=)``, and MegEngine's
+``xla_trace(without_host=, symbolic_shape=)``."""
 
 import numpy as np
 import pytest
 
 import hlotrace as ht
 import hlotrace.functional as F
-from hlotrace.jit import xla_trace
+import hlotrace.torch as torch
+from hlotrace.autodiff import GradManager
+from hlotrace.errors import ArgumentError, HlotraceError
+from hlotrace.jit import partial_trace, xla_trace
+from hlotrace.torch import nn, optim
 
 RNG = np.random.default_rng(36)
 X = RNG.standard_normal((2, 3, 4)).astype(np.float32)
@@ -184,3 +191,157 @@ def test_requires_grad_is_pytorchs_flag_and_changes_no_gradient():
         gm.backward(net(ht.tensor(X[0])).sum())
     opt.step().clear_grad()
     assert not np.array_equal(net.bias.numpy(), before)
+
+
+# -- no_grad ------------------------------------------------------------------------------------
+
+
+def test_no_grad_stops_gradients_eagerly_and_compiled():
+    def step(x, net, gm):
+        with gm:
+            with torch.no_grad():
+                frozen = net(x)  # a constant to the backward pass
+            loss = (net(x) * frozen).sum()
+            gm.backward(loss)
+        return loss
+
+    results = []
+    for run in (step, xla_trace(step)):
+        net = nn.Linear(3, 1)
+        nn.init.ones_(net.weight)
+        nn.init.zeros_(net.bias)
+        gm = GradManager().attach(net.parameters())
+        x = ht.tensor(np.array([[1.0, 2.0, 3.0]], np.float32))
+        for _ in range(2):  # the second call of the compiled step runs the executable
+            net.weight.grad = None
+            run(x, net=net, gm=gm)
+        results.append(net.weight.grad.numpy())
+        assert not gm.recording
+    # d/dw (w·x) * c with c = w·x held constant: c * x = 6 * x (with the product rule: 12 * x)
+    for got in results:
+        np.testing.assert_allclose(got, [[6.0, 12.0, 18.0]])
+
+
+def test_no_grad_as_a_decorator_and_does_not_resume_an_ended_recording():
+    net = nn.Linear(2, 1)
+    gm = GradManager().attach(net.parameters())
+
+    @torch.no_grad()
+    def predict(x):
+        return net(x)
+
+    x = ht.tensor(np.ones((1, 2), np.float32))
+    with gm:
+        loss = predict(x).sum() + net(x).sum()
+        with torch.no_grad():
+            loss.backward()  # as PyTorch: backward inside no_grad works
+    np.testing.assert_allclose(net.weight.grad.numpy(), [[1.0, 1.0]])
+    assert not gm.recording and not ht.autodiff.TAPES
+
+
+# -- loss.backward() ----------------------------------------------------------------------------
+
+
+def _torch_style_step(x, y, net, opt, gm):
+    with gm:
+        loss = F.mse_loss(net(x), y)
+        loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
+def _gm_style_step(x, y, net, opt, gm):
+    with gm:
+        loss = F.mse_loss(net(x), y)
+        gm.backward(loss)
+    opt.step().clear_grad()
+    return loss
+
+
+def _world():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    return net, optim.SGD(net.parameters(), lr=0.1, momentum=0.9), GradManager().attach(net.parameters())
+
+
+@pytest.mark.parametrize("mode", ["eager", "xla_trace"])
+def test_loss_backward_equals_gm_backward(mode):
+    rng = np.random.default_rng(1)
+    batches = [
+        (rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((4, 1)).astype(np.float32))
+        for _ in range(3)
+    ]
+    finals = []
+    for step in (_torch_style_step, _gm_style_step):
+        net, opt, gm = _world()
+        run = xla_trace(step) if mode == "xla_trace" else step
+        losses = [float(run(ht.tensor(x), ht.tensor(y), net=net, opt=opt, gm=gm)) for x, y in batches]
+        finals.append((losses, [p.numpy() for p in net.parameters()]))
+        if mode == "xla_trace":
+            assert run.cache_size == 1
+    np.testing.assert_allclose(finals[0][0], finals[1][0], rtol=1e-6)
+    for a, b in zip(finals[0][1], finals[1][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_loss_backward_with_a_partial_trace_forward():
+    rng = np.random.default_rng(2)
+    x, y = (ht.tensor(rng.standard_normal(s).astype(np.float32)) for s in ((4, 3), (4, 1)))
+    grads = []
+    for traced in (False, True):
+        net, _, gm = _world()
+        forward = partial_trace(lambda x, net: net(x)) if traced else (lambda x, net: net(x))
+        for _ in range(2):  # the second partial_trace call runs both executables
+            for p in net.parameters():
+                p.grad = None
+            with gm:
+                loss = ((forward(x, net) - y) ** 2).mean()
+                loss.backward()
+        grads.append([p.grad.numpy() for p in net.parameters()])
+    for a, b in zip(*grads, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_loss_backward_without_one_recording_grad_manager_says_how():
+    net, _, gm = _world()
+    x = ht.tensor(np.ones((2, 3), np.float32))
+    with pytest.raises(
+        HlotraceError, match=r"no GradManager is recording.*GradManager\(\)\.attach\(net\.parameters\(\)\)"
+    ):
+        net(x).sum().backward()
+    other = GradManager().attach(net.parameters())
+    with gm, other, pytest.raises(HlotraceError, match=r"2 GradManagers are recording.*gm\.backward"):
+        net(x).sum().backward()
+    with gm:
+        with pytest.raises(HlotraceError, match=r"one-element loss only.*\(2, 1\)"):
+            net(x).backward()
+        net(x).backward(gradient=np.full((2, 1), 2.0, np.float32))  # as gm.backward(y, dy)
+    np.testing.assert_allclose(net[2].bias.grad.numpy(), [4.0])
+    with gm, pytest.raises(HlotraceError, match="create_graph"):
+        net(x).sum().backward(create_graph=True)
+
+
+# -- torch.optim, xla_trace's MegEngine arguments ---------------------------------------------
+
+
+def test_zero_grad_set_to_none_or_zeros():
+    net, _, gm = _world()
+    opt = optim.Adam(net.parameters(), lr=1e-3)
+    assert isinstance(opt, ht.optim.Adam)
+    for set_to_none, expected in ((False, 0.0), (True, None)):
+        with gm:
+            net(ht.tensor(np.ones((1, 3), np.float32))).sum().backward()
+        opt.zero_grad(set_to_none=set_to_none)
+        grads = [p.grad for p in net.parameters()]
+        assert all(g is None for g in grads) if expected is None else all((g.numpy() == 0).all() for g in grads)
+
+
+def test_xla_trace_takes_megengines_without_host_and_symbolic_shape():
+    step = xla_trace(without_host=True, symbolic_shape=False)(lambda x: x * 2)
+    assert step(ht.tensor([1.0])).numpy().tolist() == [2.0]
+    assert xla_trace(lambda x: x, without_host=True).fn is not None
+    with pytest.raises(ArgumentError, match=r"xla_trace: without_host=False: expected True"):
+        xla_trace(lambda x: x, without_host=False)
+    with pytest.raises(ArgumentError, match=r"xla_trace: symbolic_shape=True: expected False"):
+        xla_trace(symbolic_shape=True)

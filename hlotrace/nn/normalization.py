@@ -106,13 +106,17 @@ class _BatchNorm(Module):
         running ones by ``1 / num_batches_tracked`` of the way to them (PyTorch's cumulative
         moving average; the factor is a value of the step, so a compiled step never recompiles
         for it). ``F.batch_norm`` takes a constant momentum only, hence the update here."""
+        if self.num_batches_tracked is None:
+            raise HlotraceError(
+                f"{type(self).__name__}(momentum=None) averages over num_batches_tracked, which was set to None"
+            )
         y = F.batch_norm(x, None, None, self.weight, self.bias, training=True, eps=self.eps)
         counted = self.num_batches_tracked + 1
         others = tuple(d for d in range(x.ndim) if d != 1)
         wide = F.astype(x, self.running_mean.dtype).detach()
         mean = F.mean(wide, axis=others)
         centered = wide - F.reshape(mean, (1, self.num_features) + (1,) * (x.ndim - 2))
-        n = x.size // self.num_features
+        n = math.prod(x.shape) // self.num_features
         unbiased = F.sum(centered * centered, axis=others) / (n - 1)
         factor = 1.0 / F.astype(counted, self.running_mean.dtype)
         self.running_mean._assign(self.running_mean + (mean - self.running_mean) * factor)

@@ -47,9 +47,11 @@ class Tower(nn.Module):
 # -- containers -----------------------------------------------------------------------------------
 def test_module_list_registers_its_entries_with_pytorch_keys():
     net = Tower(depth=2)
-    assert list(net.state_dict()) == [
+    assert list(net.state_dict()) == [  # PyTorch's order: each module's own entries, then its children
+        "blocks.0.steps",
         "blocks.0.fc.weight",
         "blocks.0.fc.bias",
+        "blocks.1.steps",
         "blocks.1.fc.weight",
         "blocks.1.fc.bias",
         "heads.cls.weight",
@@ -57,8 +59,6 @@ def test_module_list_registers_its_entries_with_pytorch_keys():
         "heads.reg.weight",
         "heads.reg.bias",
         "scales.0",
-        "blocks.0.steps",
-        "blocks.1.steps",
     ]
     assert len(list(net.parameters())) == 9
     assert [n for n, _ in net.named_modules()][:4] == ["", "blocks", "blocks.0", "blocks.0.fc"]
@@ -227,7 +227,7 @@ def test_batch_norm_1d_matches_numpy_in_train_and_eval(shape):
     np.testing.assert_allclose(bn(ht.tensor(x)).numpy(), expected_eval, rtol=1e-4, atol=1e-5)
     with pytest.raises(HlotraceError, match=r"BatchNorm1d expects an \(N, C\) or \(N, C, L\) input"):
         bn(ht.tensor(_rand(2, 3, 4, 4)))
-    assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var"]
+    assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

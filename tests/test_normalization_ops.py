@@ -382,7 +382,8 @@ def test_batch_norm_module_updates_running_statistics_eagerly_and_compiled_alike
     out = forward(x, net=net).numpy()
     for a, b in zip(net.buffers(), before, strict=True):
         np.testing.assert_array_equal(a.numpy(), b)
-    mean, var = (b.reshape(1, 3, 1, 1) for b in before)
+    mean, var = (b.reshape(1, 3, 1, 1) for b in before[:2])  # then num_batches_tracked
+    assert int(before[2]) == 3 and int(eager[0].bn.num_batches_tracked.numpy()) == 3
     w, b = (p.numpy().reshape(1, 3, 1, 1) for p in (net.bn.weight, net.bn.bias))
     expected = F.gelu(_t((x.numpy() - mean) / np.sqrt(var + 1e-5) * w + b)).numpy()
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
@@ -391,7 +392,7 @@ def test_batch_norm_module_updates_running_statistics_eagerly_and_compiled_alike
 def test_batch_norm_module_buffers_modes_and_options():
     bn = nn.BatchNorm2d(2)
     assert [n for n, _ in bn.named_parameters()] == ["weight", "bias"]
-    assert [n for n, _ in bn.named_buffers()] == ["running_mean", "running_var"]
+    assert [n for n, _ in bn.named_buffers()] == ["running_mean", "running_var", "num_batches_tracked"]
     np.testing.assert_array_equal(bn.running_var.numpy(), [1, 1])
     x = _t(np.arange(16, dtype=np.float32).reshape(2, 2, 2, 2))
     bn(x)

@@ -244,7 +244,9 @@ def save_safetensors(tensors, path: str | os.PathLike, metadata: dict[str, str] 
         if not isinstance(name, str):
             raise HlotraceError(f"save_safetensors: key {name!r} is not a string")
         array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
-        arrays[name] = np.ascontiguousarray(array)
+        # np.require, not np.ascontiguousarray: the latter makes a 0-d array 1-d (a scalar such
+        # as BatchNorm's num_batches_tracked would be written with shape [1], PyTorch's is []).
+        arrays[name] = np.require(array, requirements="C")
     _safetensors_numpy().save_file(arrays, path, metadata=metadata)
 
 

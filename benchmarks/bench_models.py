@@ -101,25 +101,13 @@ def _cnn_loss(jax, jnp, lax):
         )
         return y  # no bias: batch norm follows
 
-    def bn(x, p, buffers, name):
-        mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
-        n = x.size // x.shape[1]
-        y = (x - mean[None, :, None, None]) / jnp.sqrt(var[None, :, None, None] + BN_EPS)
-        y = y * p[f"{name}.weight"][None, :, None, None] + p[f"{name}.bias"][None, :, None, None]
-        rm, rv = buffers[f"{name}.running_mean"], buffers[f"{name}.running_var"]
-        updated = {
-            f"{name}.running_mean": BN_MOMENTUM * rm + (1 - BN_MOMENTUM) * mean,
-            f"{name}.running_var": BN_MOMENTUM * rv + (1 - BN_MOMENTUM) * var * n / (n - 1),
-        }
-        return y, updated
-
     def pool(x):
         return lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
 
     def loss(p, buffers, x, y):
-        h, b1 = bn(conv(x, p, "conv1"), p, buffers, "bn1")
+        h, b1 = _batch_norm(jnp, conv(x, p, "conv1"), p, buffers, "bn1")
         h = pool(jnp.maximum(h, 0.0))
-        h, b2 = bn(conv(h, p, "conv2"), p, buffers, "bn2")
+        h, b2 = _batch_norm(jnp, conv(h, p, "conv2"), p, buffers, "bn2")
         h = pool(jnp.maximum(h, 0.0)).reshape(x.shape[0], -1)
         logits = h @ p["fc.weight"].T + p["fc.bias"]
         return _cross_entropy(jax, jnp, logits, y), {**b1, **b2}
@@ -328,8 +316,8 @@ GPT_LR, GPT_BETAS, GPT_WD, GPT_CLIP = 3e-3, (0.9, 0.95), 0.1, 1.0  # examples/gp
 
 
 def _batch_norm(jnp, x, p, buffers, name):
-    """Training-mode batch norm with MegEngine's momentum 0.9 (PyTorch's 0.1) and the unbiased
-    variance for running_var: (y, updated buffers)."""
+    """Training-mode batch norm with MegEngine's momentum 0.9 (PyTorch's 0.1), the unbiased
+    variance for running_var and PyTorch's step counter: (y, updated buffers)."""
     mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
     n = x.size // x.shape[1]
     y = (x - mean[None, :, None, None]) / jnp.sqrt(var[None, :, None, None] + BN_EPS)
@@ -338,6 +326,7 @@ def _batch_norm(jnp, x, p, buffers, name):
     return y, {
         f"{name}.running_mean": BN_MOMENTUM * rm + (1 - BN_MOMENTUM) * mean,
         f"{name}.running_var": BN_MOMENTUM * rv + (1 - BN_MOMENTUM) * var * n / (n - 1),
+        f"{name}.num_batches_tracked": buffers[f"{name}.num_batches_tracked"] + 1,
     }
 
 

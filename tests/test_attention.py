@@ -79,21 +79,23 @@ def test_sdpa_compiled_equals_eager_and_gradient_matches_fd(qkv):
     for c, e in zip(compiled, eager, strict=True):
         np.testing.assert_allclose(c, e, rtol=1e-4, atol=1e-5)
     # Finite differences in float64 on a few elements of each input.
-    q64, k64, v64 = qkv
-    analytic = grad(loss, argnums=(0, 1, 2))(q64, k64, v64)
+    analytic = grad(loss, argnums=(0, 1, 2))(*qkv)
+    _check_fd(lambda *a: float(loss(*a).numpy()), list(qkv), [g.numpy() for g in analytic])
+
+
+def _check_fd(f, args, analytic, points=5, h=1e-6):
+    """Central differences of the scalar ``f`` at ``points`` elements of each float64 argument
+    against the ``analytic`` gradients."""
     rng = np.random.default_rng(3)
-    for which, base in enumerate((q64, k64, v64)):
-        for flat in rng.choice(base.size, 5, replace=False):
+    for which, base in enumerate(args):
+        for flat in rng.choice(base.size, min(points, base.size), replace=False):
             idx = np.unravel_index(flat, base.shape)
-            args = [q64, k64, v64]
             plus, minus = base.copy(), base.copy()
-            plus[idx] += 1e-6
-            minus[idx] -= 1e-6
-            args[which] = plus
-            f_plus = loss(*args).numpy()
-            args[which] = minus
-            f_minus = loss(*args).numpy()
-            np.testing.assert_allclose(analytic[which].numpy()[idx], (f_plus - f_minus) / 2e-6, rtol=1e-5, atol=1e-7)
+            plus[idx] += h
+            minus[idx] -= h
+            shifted = lambda value: f(*[value if i == which else a for i, a in enumerate(args)])  # noqa: E731
+            numeric = (shifted(plus) - shifted(minus)) / (2 * h)
+            np.testing.assert_allclose(analytic[which][idx], numeric, rtol=1e-5, atol=1e-7)
 
 
 def _mha_reference(mha, query, key, value, attn_mask=None, key_padding_mask=None, causal=False):
@@ -242,6 +244,17 @@ def test_sdpa_masks_as_pytorch():
         F.scaled_dot_product_attention(*QKV, attn_mask=allowed, is_causal=True)
     with pytest.raises(TypeError, match="not both"):
         F.scaled_dot_product_attention(*QKV, attn_mask=allowed, mask=allowed)
+
+
+def test_sdpa_bool_attn_mask_gradient_matches_finite_differences():
+    q64, k64, v64 = (a.astype(np.float64) for a in QKV)
+    mask = np.tril(np.ones((5, 6), bool))
+
+    def loss(q, k, v):
+        return (F.scaled_dot_product_attention(q, k, v, attn_mask=mask) ** 2).sum()
+
+    analytic = grad(loss, argnums=(0, 1, 2))(q64, k64, v64)
+    _check_fd(lambda *a: float(loss(*a).numpy()), [q64, k64, v64], [g.numpy() for g in analytic], points=6)
 
 
 def test_sdpa_dropout_drops_attention_weights_from_the_default_generator():

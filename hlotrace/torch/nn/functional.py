@@ -20,6 +20,9 @@ naming them, never ignored.
 
 from __future__ import annotations
 
+import math
+import numbers
+
 from hlotrace import functional as _F
 from hlotrace.errors import argument_error
 from hlotrace.nn_functional import interpolate, scaled_dot_product_attention
@@ -166,8 +169,34 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
-    """PyTorch's momentum: ``running = (1 - momentum) * running + momentum * batch``."""
-    return _F.batch_norm(input, running_mean, running_var, weight, bias, training, 1.0 - momentum, eps)
+    """PyTorch's momentum: ``running = (1 - momentum) * running + momentum * batch``. A number,
+    as PyTorch's: ``momentum=None`` (the cumulative average) is the modules' (``nn.BatchNorm2d(c,
+    momentum=None)``), which count the batches in ``num_batches_tracked``."""
+    if momentum is None:
+        raise argument_error(
+            "torch.nn.functional.batch_norm",
+            "momentum",
+            momentum,
+            "a number in [0, 1] (None, the cumulative average, needs a batch count: nn.BatchNorm*d(momentum=None))",
+        )
+    momentum = hlotrace_momentum("torch.nn.functional.batch_norm", momentum)
+    return _F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def hlotrace_momentum(api: str, momentum):
+    """PyTorch's ``momentum`` (the batch statistic's weight) as hlotrace's (the running
+    value's): ``1 - momentum``; None (the cumulative average) stays None. Anything but None or
+    a real number in [0, 1] is the ArgumentError naming PyTorch's value.
+
+    >>> hlotrace_momentum("nn.BatchNorm2d", 0.25), hlotrace_momentum("nn.BatchNorm2d", None)
+    (0.75, None)
+    """
+    if momentum is None:
+        return None
+    if isinstance(momentum, numbers.Real) and not isinstance(momentum, bool):
+        if math.isfinite(momentum) and 0.0 <= momentum <= 1.0:
+            return 1.0 - float(momentum)
+    raise argument_error(api, "momentum", momentum, "None or a number in [0, 1] (PyTorch's: the batch's weight)")
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):

@@ -104,7 +104,11 @@ class Tape:
         """Tape a whole function as one node (``partial_trace``): an op of several results
         whose VJP is ``vjp_fn(cotangents)``, one cotangent per output (zeros where none
         flows) in, one per input out."""
-        op = OpDef(name=name, family="function", reference=None, infer=None, vjp=_function_vjp(vjp_fn))
+
+        def vjp(cts, out, *_inputs):  # the node's OpDef.vjp: the output cotangents, as a list, to vjp_fn
+            return vjp_fn(list(cts))
+
+        op = OpDef(name=name, family="function", reference=None, infer=None, vjp=vjp)
         self.record(op, {}, tuple(inputs), tuple(outputs), location)
 
     def assign(self, target: Tensor, value: Tensor) -> None:
@@ -156,15 +160,6 @@ class Tape:
         finally:
             BACKWARD_DEPTH[0] -= 1
             TAPES[position:position] = paused
-
-
-def _function_vjp(vjp_fn: Callable) -> Callable:
-    """A function node's ``OpDef.vjp``: the output cotangents, as a list, to ``vjp_fn``."""
-
-    def vjp(cts, out, *inputs):
-        return vjp_fn(list(cts))
-
-    return vjp
 
 
 def _node_cotangents(node: _Node, cts: dict) -> tuple | None:
@@ -262,10 +257,6 @@ def unbroadcast(g: Tensor, x: Tensor, node: _Node | None = None) -> Tensor:
 # -- functional front end ---------------------------------------------------------------
 
 
-def _argnums(argnums) -> tuple[int, ...]:
-    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
-
-
 def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """``fn``'s value and its gradient with respect to the arguments ``argnums``.
 
@@ -276,7 +267,7 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool
     >>> value_and_grad(lambda x: (x * x).sum())(ht.tensor([1.0, 2.0]))
     (tensor(5.), tensor([2., 4.]))
     """
-    positions = _argnums(argnums)
+    positions = (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
     def wrapped(*args, **kwargs):
         args = list(args)

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 from operator import is_
 
-from hlotrace import config, recompiles, state
+from hlotrace import recompiles, state
 from hlotrace import spmd_hooks as _spmd
 from hlotrace.arguments import ArrayArgument, flatten, wrap_arrays
 from hlotrace.build import FIRST_CALLS as FIRST_CALLS  # (hlotrace.jit re-exports it)
@@ -35,7 +34,7 @@ from hlotrace.compiled import CompiledEntry
 from hlotrace.errors import TraceError, argument_error
 from hlotrace.overrides import OVERRIDES as _OVERRIDES
 from hlotrace.overrides import override_token
-from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES_ENV
+from hlotrace.passes.selection import check_pipeline, pipeline_named, read_passes
 from hlotrace.platforms import check_platform
 from hlotrace.recording import RECORDER
 from hlotrace.source import user_location
@@ -83,10 +82,7 @@ class TracedFunction:
         self._closure = Closure(fn) if self.capture_as_const is False else None
         self._guard: CaptureGuard | None = None  # what the entries baked in (hlotrace.captures)
         self.platform = check_platform("xla_trace", platform)
-        if passes is not None:
-            from hlotrace.passes.manager import parse_pipeline  # lazy: loads jax
-
-            parse_pipeline(passes)  # a bad pipeline fails at decoration, naming the known passes
+        check_pipeline(passes)  # a bad pipeline fails at decoration, naming the known passes
         self.passes = passes
         self._cache: dict[tuple, CompiledEntry] = {}
         # The hot paths, for stateless one-device entries called with positional Tensors
@@ -111,7 +107,7 @@ class TracedFunction:
         # The pass pipeline is part of every cache key ($HLOTRACE_PASSES may change): the
         # hot path keys on the variable's raw value, the others on the pipeline it names.
         passes = self.passes
-        raw = passes if passes is not None else _read_passes()
+        raw = passes if passes is not None else read_passes()
         if not kwargs:
             # Hot path: positional Tensors without a .grad, each buffer's aval (an immutable
             # shape and dtype, shared by the buffers one executable makes) keying the entry by
@@ -146,7 +142,7 @@ class TracedFunction:
                 if run is not None:
                     return run(buffers)
                 # Key by (shape, dtype); the entry copies host values to the device once.
-                pipeline = _pipeline_named(raw) if passes is None else passes
+                pipeline = pipeline_named(raw) if passes is None else passes
                 key = [pipeline]
                 for arg in args:
                     value = arg._host if arg._host is not None else arg._device
@@ -157,7 +153,7 @@ class TracedFunction:
                     result = entry(args)
                     self._remember_fast(raw, args, entry)
                     return result
-        pipeline = _pipeline_named(raw) if passes is None else passes
+        pipeline = pipeline_named(raw) if passes is None else passes
         try:
             key, leaves, holders, held, slots, inputs, placements = self._key(args, kwargs, pipeline)
         except ArrayArgument:
@@ -293,7 +289,7 @@ class TracedFunction:
 
     def _pipeline(self) -> str:
         """The pass pipeline a call made now would use."""
-        return self.passes if self.passes is not None else _pipeline_named(_read_passes())
+        return self.passes if self.passes is not None else pipeline_named(read_passes())
 
     # -- ahead of time (hlotrace.aot) --------------------------------------------------
     def lower(self, *args, **kwargs):
@@ -381,16 +377,6 @@ class TracedFunction:
             for number, (key, entry) in enumerate(self._cache.items(), start=1)
         ]
         return "\n".join(lines) or f"{getattr(self.fn, '__name__', 'function')}: no compiled signature yet"
-
-
-def _pipeline_named(raw) -> str:
-    """The pipeline a raw $HLOTRACE_PASSES value names (the default when unset)."""
-    if raw is None:
-        return DEFAULT_PIPELINE
-    return os.fsdecode(raw) if isinstance(raw, bytes) else raw
-
-
-_read_passes = config.raw_reader(PASSES_ENV)  # $HLOTRACE_PASSES as set, by a C-level dict lookup
 
 
 def xla_trace(

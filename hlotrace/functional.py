@@ -302,42 +302,6 @@ def mse_loss(pred, target, reduction="mean"):
     return _reduce_loss(diff * diff, reduction)
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None):
-    """``softmax(q @ kᵀ * scale + mask) @ v`` (a composite: matmul, where, softmax).
-
-    Shapes ``q (..., L, E)``, ``k (..., S, E)``, ``v (..., S, Ev)`` (leading dims broadcast)
-    give ``(..., L, Ev)``; ``scale`` defaults to ``1 / sqrt(E)``. ``mask``, broadcastable to
-    ``(..., L, S)``: bool, True where a query may attend (PyTorch's
-    ``F.scaled_dot_product_attention`` convention; ``nn.MultiheadAttention`` takes the
-    opposite one), or float, added to the scores. ``causal=True`` lets query ``i`` attend key
-    ``j <= i`` (top-left aligned when L != S, as PyTorch). A query that may attend no key gets
-    NaN (softmax over only -inf), as PyTorch's math path.
-    """
-    q, k, v = _as_tensor(q), _as_tensor(k), _as_tensor(v)
-    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
-        raise _composite_error("scaled_dot_product_attention", "q, k and v need rank >= 2", q, k, v)
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise _composite_error(
-            "scaled_dot_product_attention",
-            f"q's last dim ({q.shape[-1]}) must equal k's ({k.shape[-1]}), and k and v need the same "
-            f"number of keys ({k.shape[-2]} vs {v.shape[-2]})",
-            q,
-            k,
-            v,
-        )
-    scale = 1.0 / float(q.shape[-1]) ** 0.5 if scale is None else float(scale)
-    with scope("hlotrace.attention"):
-        scores = matmul(q, k, transpose_b=True) * scale
-        if causal:
-            rows, cols = q.shape[-2], k.shape[-2]
-            allowed = greater_equal(reshape(arange(rows), (rows, 1)), arange(cols))
-            scores = where(allowed, scores, float("-inf"))
-        if mask is not None:
-            mask = _as_tensor(mask)
-            scores = where(mask, scores, float("-inf")) if mask.dtype == bool else scores + mask
-        return matmul(softmax(scores, axis=-1), v)
-
-
 # -- families whose public functions live beside their OpDefs (each family's __all__) -------
 # Last: the layers below (Tensor's operators, the op families' VJPs) call these functions
 # through hlotrace.namespace.F, which this binds (they never import this module).

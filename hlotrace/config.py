@@ -218,10 +218,11 @@ VARIABLES: dict[str, Variable] = {
             "`eager`", ("eager", "compiled", "Compiled"), ("lazy", "1"),
         ),
         Variable(
-            "HLOTRACE_EAGER", "numpy\\|device", _choice("numpy", "device"), "numpy",
-            "the engine of eager ops (read when hlotrace is imported): each op's NumPy reference on the host, or a "
-            "cached one-op executable on the device",
-            "`numpy`", ("numpy", "device", "Device"), ("gpu", "numpy,device"),
+            "HLOTRACE_EAGER", "device\\|numpy", _choice("numpy", "device"), "device",
+            "the engine of eager ops (read when hlotrace is imported): a cached one-op executable on the device, "
+            "or each op's NumPy reference on the host (the `hlotrace` command and the test suite use `numpy` "
+            "unless it is set)",
+            "`device`", ("numpy", "device", "Device"), ("gpu", "numpy,device"),
         ),
         Variable(
             "HLOTRACE_TIERED_COMPILE", _ON_OFF, parse_bool, False,

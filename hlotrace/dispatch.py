@@ -87,6 +87,9 @@ def _op_error(op: OpDef, message: str, avals) -> OpError:
     return OpError(f"{op.name}: {message} (inputs: {describe_avals(avals)}){where}")
 
 
+op_error = _op_error  # for the device engine: the same OpError the reference would raise
+
+
 def apply(op: OpDef, *inputs, **attrs):
     """Apply ``op`` to tensors (or Python scalars / array-likes) and return a Tensor, or a
     tuple of Tensors for an op with several results (its inference returned a tuple).

@@ -30,14 +30,17 @@ Counters (all start at 0 and only grow until :func:`reset_metrics`):
 ``host_to_device_bytes``, ``device_to_host_bytes``
     bytes of arguments copied to a device, and of device results read back by
     ``Tensor.numpy()`` (once per tensor).
-``eager_executions``, ``eager_compiles``, ``eager_cache_hits``, ``eager_evictions``
+``eager_executions``, ``eager_compiles``, ``eager_compile_seconds``, ``eager_cache_hits``, ``eager_evictions``
     the device eager engine (:mod:`hlotrace.engines.device`): op applications it ran, the
-    one-op executables it built, the applications that found theirs cached, and the
-    executables its LRU dropped.
+    one-op executables it built (compiled or loaded from the disk cache), the seconds XLA
+    took compiling them (in the background too: not in ``compiles``/``compile_seconds``,
+    which count programs), the applications that found theirs cached, and the executables
+    its LRU dropped. ``executions``, the cache lookups and the transfers count theirs too.
 ``eager_host_fallbacks``
     eager op applications the device engine handed to the NumPy engine: those with an input
     placed on a mesh (no one-device executable fits it; the global value is computed on the
-    host, its bytes in ``device_to_host_bytes``).
+    host, its bytes in ``device_to_host_bytes``), and those of an op without a lowering rule
+    (warned once per op).
 ``shape_syncs``
     eager operations whose result's shape depended on a device value (``x[bool_mask]`` with
     the mask on the device): each waited for the device once to read a count (its bytes are
@@ -67,6 +70,7 @@ NAMES = (
     "device_to_host_bytes",
     "eager_executions",
     "eager_compiles",
+    "eager_compile_seconds",
     "eager_cache_hits",
     "eager_evictions",
     "shape_syncs",

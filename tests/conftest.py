@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from hlotrace import config
+from hlotrace.engines import EAGER_ENV, set_eager_engine
 from hlotrace.runtime.cache import CACHE_DIR_ENV
 from hlotrace.testing.check import SEED_ENV, base_seed
 
@@ -37,6 +38,13 @@ def _private_compile_cache() -> str | None:
 
 
 _SESSION_CACHE = _private_compile_cache()
+
+# The suite's eager engine: the NumPy references (the oracle most tests compare with, and
+# no one-op compile per eager op in every test) unless $HLOTRACE_EAGER is set (`make
+# test-device` sets device). In this process only: subprocesses (README blocks, examples,
+# the command line) get the default a user gets. TESTING.md says which tests run on which.
+if not config.is_set(EAGER_ENV):
+    set_eager_engine("numpy")
 
 PROFILE_ENV = "HLOTRACE_HYPOTHESIS_PROFILE"
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -103,8 +103,10 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-def run_script(cache_path, script=_SCRIPT, *args) -> dict:
-    env = {**os.environ, "HLOTRACE_CACHE_DIR": str(cache_path), "HLOTRACE_PLATFORM": "cpu"}
+def run_script(cache_path, script=_SCRIPT, *args, engine="numpy") -> dict:
+    # The NumPy eager engine by default here: the counts below are the programs' (the device
+    # engine's one-op executables go to the same caches: the last test of this group).
+    env = {**os.environ, "HLOTRACE_CACHE_DIR": str(cache_path), "HLOTRACE_PLATFORM": "cpu", "HLOTRACE_EAGER": engine}
     done = subprocess.run(
         [sys.executable, "-c", script, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
     )
@@ -128,6 +130,19 @@ def test_a_second_process_loads_what_the_first_compiled(cache_dir):
     assert second["weight"] == first["weight"]
     assert len(entry_files(cache_dir)) == first["metrics"]["compiles"]
     assert not [p for p in cache_dir.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_under_the_device_engine_a_second_process_compiles_nothing_either(cache_dir):
+    first = run_script(cache_dir, engine="device")
+    second = run_script(cache_dir, engine="device")
+    assert first["metrics"]["compiles"] >= 2 and first["metrics"]["eager_compile_seconds"] > 0
+    # The programs come from the disk, and so do the eager first calls' one-op executables
+    # (their optimized versions only when the first process lived to finish compiling them
+    # in the background: the second may compile those again, counted as eager).
+    assert second["metrics"]["compiles"] == 0
+    assert second["metrics"]["disk_cache_hits"] >= first["metrics"]["compiles"] + first["metrics"]["eager_compiles"]
+    assert second["out"] == first["out"] == [27.0, 33.0, 39.0, 45.0]
+    assert second["losses"] == first["losses"] and second["weight"] == first["weight"]
 
 
 def test_hits_touch_the_entry_and_are_counted(cache_dir, monkeypatch):

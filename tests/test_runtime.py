@@ -1,5 +1,6 @@
 """Runtime: platform choice, lazy jax import, compile cache, device-resident outputs."""
 
+import os
 import subprocess
 import sys
 
@@ -20,7 +21,20 @@ def test_eager_use_does_not_import_jax():
         "F.softmax(x @ x.T, axis=-1).numpy()\n"
         "assert 'jax' not in sys.modules and 'jaxlib' not in sys.modules, 'jax imported eagerly'\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "HLOTRACE_EAGER": "numpy"})
+
+
+def test_the_default_engine_loads_jax_at_the_first_op_not_at_import():
+    code = (
+        "import sys, hlotrace as ht, hlotrace.functional as F\n"
+        "from hlotrace.engines import current_eager_engine\nassert current_eager_engine() == 'device'\n"
+        "x = ht.tensor([[1.0, 2.0]])\n"
+        "assert 'jax' not in sys.modules and 'jaxlib' not in sys.modules, 'jax imported by import hlotrace'\n"
+        "y = F.softmax(x @ x.T, axis=-1)\n"
+        "assert y._device is not None and 'jaxlib' in sys.modules\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "HLOTRACE_EAGER"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
 def test_platform_env_var_is_validated(monkeypatch):

@@ -1,14 +1,15 @@
 """Eager engines behind :func:`hlotrace.dispatch.apply`.
 
-- ``numpy`` (the default): each op's NumPy reference on the host -- the oracle every property
-  test compares with, and the engine of every hlotrace release so far.
-- ``device``: each op application as a cached one-op executable built from the op's own
-  lowering rule, on the default device (:mod:`hlotrace.engines.device`).
+- ``device`` (the default): each op application as a cached one-op executable built from
+  the op's own lowering rule, on the default device (:mod:`hlotrace.engines.device`).
+- ``numpy``: each op's NumPy reference on the host -- the oracle every property test
+  compares with (the engine of the ``hlotrace`` command and of the test suite, unless
+  $HLOTRACE_EAGER is set).
 
-Choose with ``HLOTRACE_EAGER=numpy|device`` (read when hlotrace is imported) or for a block::
+Choose with ``HLOTRACE_EAGER=device|numpy`` (read when hlotrace is imported) or for a block::
 
-    >>> with ht.eager_engine("device"):
-    ...     y = (x * 2).sum()          # runs on the device; y.numpy() copies it back
+    >>> with ht.eager_engine("numpy"):
+    ...     y = (x * 2).sum()          # the NumPy references, on the host
 
 Recording is orthogonal: an ``xla_trace`` first call records the same program whichever
 engine computes its eager values.
@@ -96,5 +97,5 @@ def eager_engine(name: str):
 
 
 def configure_from_environment() -> None:
-    """Select the engine $HLOTRACE_EAGER names (numpy when unset; validated by hlotrace.config)."""
+    """Select the engine $HLOTRACE_EAGER names (device when unset; validated by hlotrace.config)."""
     set_eager_engine(config.get(EAGER_ENV))

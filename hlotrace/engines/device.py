@@ -23,10 +23,12 @@ Counted in ``hlotrace.metrics()``: ``eager_executions``, ``eager_compiles``,
 from __future__ import annotations
 
 import collections
+import logging
 
 from hlotrace import lowering, runtime, spmd_hooks
-from hlotrace.dispatch import SCALAR_OPERAND, run_reference
+from hlotrace.dispatch import SCALAR_OPERAND, op_error, run_reference
 from hlotrace.metrics import COUNTS
+from hlotrace.ops.registry import Aval
 from hlotrace.runtime import tiered
 from hlotrace.tensor import from_device_buffer
 from hlotrace.trace import OpRecord, Trace
@@ -57,15 +59,19 @@ class DeviceEngine:
                 if t.sharding is not None:
                     COUNTS["eager_host_fallbacks"] += 1
                     return run_reference(op, attrs, tensors, out_aval)
+        if op.host_check is not None:
+            _check_on_host(op, attrs, tensors)
         entry = self._runners.get(key) if key is not None else None
         if entry is not None:
             self._touch(key, entry)
-            runner, exe = entry[0], entry[1]
         else:
             entry = self._build(op, attrs, tensors, out_aval)
-            runner, exe = entry[0], entry[1]
             if key is not None:
                 self._keep(key, entry)
+        runner, exe = entry[0], entry[1]
+        if runner is None:  # no lowering rule: the op's NumPy reference (warned once)
+            COUNTS["eager_host_fallbacks"] += 1
+            return run_reference(op, attrs, tensors, out_aval)
         buffers = [t._device for t in tensors]
         for buffer in buffers:  # not ``None in buffers``: that asks each jax array ``== None`` (2 us)
             if buffer is None:
@@ -78,7 +84,7 @@ class DeviceEngine:
         """The one-result application ``key`` run on device ``buffers`` when its executable is
         cached (dispatch's fast path: operands on the device, no attributes), else None."""
         entry = self._runners.get(key)
-        if entry is None or spmd_hooks.active or not entry[3]:
+        if entry is None or spmd_hooks.active or not entry[4]:
             return None
         # _touch, inlined: this is every steady eager op's path (a method call is ~0.1 us of 5.7).
         self._runners.move_to_end(key)
@@ -114,6 +120,12 @@ class DeviceEngine:
             t._device = buffers[index] = buffer
 
     def _build(self, op, attrs, tensors, out_aval):
+        """The cache entry of a new application: [runner, executable, the optimized
+        executable's Upgrade or None, one result, whether dispatch's fast path may run it]
+        (runner None: the op has no lowering rule on this platform)."""
+        if lowering.rule_for(op.name, self.platform) is None:
+            _warn_no_rule(op.name, self.platform)
+            return [None, None, None, False, False]
         trace = Trace(name=f"eager_{op.name}")
         trace.inputs = [trace.new_var(t.shape, t.dtype) for t in tensors]
         outs = out_aval if isinstance(out_aval, tuple) and not hasattr(out_aval, "shape") else (out_aval,)
@@ -127,13 +139,15 @@ class DeviceEngine:
             # LLVM at -O0 first (several times faster to compile: a model's first eager step
             # compiles every op it uses); the optimized executable compiles in the background
             # and replaces it once done (_settle).
-            exe, upgrade = tiered.compile_first(text, lowered.in_avals, lowered.out_avals, platform="cpu", setting=True)
+            exe, upgrade = tiered.compile_first(
+                text, lowered.in_avals, lowered.out_avals, platform="cpu", setting=True, eager=True
+            )
             if upgrade is not None:
                 upgrade.start()
         else:
-            exe = runtime.compile(text, lowered.in_avals, lowered.out_avals, platform=self.platform)
+            exe = runtime.compile(text, lowered.in_avals, lowered.out_avals, platform=self.platform, eager=True)
         single = len(outs) == 1 and outs is not out_aval
-        return [_runner(exe, single), exe, upgrade, single]
+        return [_runner(exe, single), exe, upgrade, single, single and op.host_check is None]
 
     def copy(self, t):
         """A copy of ``t``'s device buffer on the device (tensor.HOOKS.device_copy), or None
@@ -148,8 +162,10 @@ class DeviceEngine:
             trace.inputs = trace.outputs = [trace.new_var(buffer.shape, buffer.dtype)]
             lowered = lowering.lower_trace(trace, name=trace.name, platform=self.platform)
             COUNTS["eager_compiles"] += 1
-            exe = runtime.compile(lowered.text(), lowered.in_avals, lowered.out_avals, platform=self.platform)
-            entry = [exe.run, exe, None, True]
+            exe = runtime.compile(
+                lowered.text(), lowered.in_avals, lowered.out_avals, platform=self.platform, eager=True
+            )
+            entry = [exe.run, exe, None, True, False]
             self._keep(key, entry)
         else:
             self._touch(key, entry)
@@ -176,6 +192,31 @@ class DeviceEngine:
 
     def __len__(self) -> int:
         return len(self._runners)
+
+
+def _check_on_host(op, attrs, tensors) -> None:
+    """Raise what ``op``'s reference would for operand values XLA silently accepts (an
+    out-of-range index), for the operands that are on the host (OpDef.host_check)."""
+    avals = [Aval(t.shape, t.dtype) for t in tensors]
+    reason = op.host_check(avals, [t._host for t in tensors], **attrs)
+    if reason is not None:
+        raise op_error(op, reason, avals)
+
+
+_WARNED_NO_RULE: set = set()
+
+
+def _warn_no_rule(name: str, platform: str) -> None:
+    if (name, platform) not in _WARNED_NO_RULE:
+        _WARNED_NO_RULE.add((name, platform))
+        logging.getLogger("hlotrace").warning(
+            "op %r has no lowering rule for %s: the device engine runs its NumPy reference on the host "
+            "(counted in eager_host_fallbacks); compiling it fails until one is registered "
+            "(@hlotrace.lowering.rule(%r))",
+            name,
+            platform,
+            name,
+        )
 
 
 def _runner(exe, single: bool):

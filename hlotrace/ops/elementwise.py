@@ -113,11 +113,22 @@ def _divide_reference(a, b):
     return np.true_divide(a.astype(out, copy=False), b.astype(out, copy=False))
 
 
+_NEGATIVE_POWER = "integers to negative integer powers are not allowed (NumPy refuses them too)"
+
+
+def _power_host_check(avals, hosts):
+    """The device engine's check of an integer power's exponent, when it is on the host."""
+    exponent = hosts[1]
+    if exponent is not None and dt.promote(avals[0].dtype, avals[1].dtype) in dt.INTEGER and np.any(exponent < 0):
+        return _NEGATIVE_POWER
+    return None
+
+
 def _power_reference(a, b):
     common = dt.promote(a.dtype, b.dtype)
     a, b = a.astype(common, copy=False), b.astype(common, copy=False)
     if common in dt.INTEGER and np.any(b < 0):
-        raise ValueError("integers to negative integer powers are not allowed (NumPy refuses them too)")
+        raise ValueError(_NEGATIVE_POWER)
     out = np.power(a, b)
     if common in dt.FLOATING:
         # NumPy computes x ** 0.5 as sqrt(x) when the exponent is a broadcast scalar, which
@@ -128,9 +139,20 @@ def _power_reference(a, b):
     return out
 
 
-def _binary(name, reference, infer, sample, doc):
+def _binary(name, reference, infer, sample, doc, host_check=None):
     vjp = VJPS.get(name, NOT_DIFFERENTIABLE)
-    register_op(OpDef(name=name, family=FAMILY, reference=reference, infer=infer, sample=sample, doc=doc, vjp=vjp))
+    register_op(
+        OpDef(
+            name=name,
+            family=FAMILY,
+            reference=reference,
+            infer=infer,
+            sample=sample,
+            doc=doc,
+            vjp=vjp,
+            host_check=host_check,
+        )
+    )
 
 
 _binary(
@@ -159,6 +181,7 @@ _binary(
     _arith_infer("power"),
     lambda s: s.power_sample(),
     "x ** y; integer x to a negative integer power is an error",
+    _power_host_check,
 )
 _binary(
     "maximum",

@@ -76,6 +76,12 @@ class OpDef:
         a sample strategy. It wins over both signatures; without it the fuzzer counts the
         required positional parameters of ``infer``, or of ``reference`` when ``infer``
         takes ``*avals``, and tries 1-4 operands when both do.
+      host_check: optional ``(avals, hosts, **attrs) -> str | None`` for an op whose
+        reference refuses operand values that XLA silently accepts (an out-of-range index,
+        clamped; an integer to a negative power): ``hosts`` holds each operand's host array,
+        or None for one that lives only on the device. The device engine calls it before the
+        op runs and raises the reference's error (an OpError) for the reason it returns; a
+        value only on the device is not read (that would wait for it): XLA's result then.
     """
 
     name: str
@@ -91,6 +97,7 @@ class OpDef:
     domain: Callable[..., str | None] | None = None
     tags: frozenset = field(default_factory=frozenset)
     arity: int | None = None
+    host_check: Callable[..., str | None] | None = None
 
 
 OPS: dict[str, OpDef] = {}

@@ -115,6 +115,12 @@ def module_fingerprint(module_text: str) -> str:
     return hashlib.sha256(module_text.encode()).hexdigest()
 
 
+# Which metrics a compile adds to: a program's, or a one-op executable of the device eager
+# engine (whose count is the engine's own ``eager_compiles``).
+PROGRAM_COUNTERS = ("compiles", "compile_seconds")
+EAGER_COUNTERS = (None, "eager_compile_seconds")
+
+
 def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     module_text: str,
     in_avals,
@@ -123,11 +129,14 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     platform: str | None = None,
     disabled_xla_passes: tuple[str, ...] = (),
     spmd=None,
+    eager: bool = False,
 ) -> Executable:
     """Compile StableHLO text (cached by fingerprint, avals, device and options): from the
     in-process cache, else from the persistent cache on disk (``hlotrace.runtime.cache``),
     else by XLA (and then stored on disk). ``spmd``: a plan for many devices (see
     :mod:`hlotrace.runtime.spmd`); the result is then an ``SpmdExecutable`` for its mesh.
+    ``eager``: a one-op executable of the device eager engine, whose XLA time is counted in
+    ``eager_compile_seconds`` instead of ``compiles``/``compile_seconds`` (the programs').
 
     >>> exe = compile(text, [Aval((4,), f32)], [Aval((4,), f32)])
     >>> exe.run([exe.to_device(0, np.ones(4, np.float32))])
@@ -146,7 +155,8 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     if exe is not None:
         return exe
     target = Target(client(platform), (device,), disabled_xla_passes)
-    loaded, seconds, from_disk = load_or_compile(target, module_text, in_avals, out_avals)
+    counters = EAGER_COUNTERS if eager else PROGRAM_COUNTERS
+    loaded, seconds, from_disk = load_or_compile(target, module_text, in_avals, out_avals, counters=counters)
     return keep(key, make_executable(loaded, device, in_avals, out_avals, seconds, from_disk))
 
 
@@ -204,7 +214,7 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def load_or_compile(target: Target, module_text: str, in_avals, out_avals, *, counters=("compiles", "compile_seconds")):
+def load_or_compile(target: Target, module_text: str, in_avals, out_avals, *, counters=PROGRAM_COUNTERS):
     """(loaded executable, seconds, whether it came from the disk cache): from the disk
     cache, else compiled by XLA (counted under ``counters``) and stored there."""
     fields, hit = load_from_disk(target, module_text, in_avals, out_avals)
@@ -248,12 +258,13 @@ def compile_now(target: Target, module_text: str):
     return loaded, time.perf_counter() - start
 
 
-def count_and_store(target: Target, loaded, seconds: float, fields, counters=("compiles", "compile_seconds")) -> None:
-    """Count a compile (``counters``: its count and seconds) and store it in the disk cache
-    (``fields``: its key, or None when the cache is off)."""
+def count_and_store(target: Target, loaded, seconds: float, fields, counters=PROGRAM_COUNTERS) -> None:
+    """Count a compile (``counters``: the names of its count, None for none, and of its
+    seconds) and store it in the disk cache (``fields``: its key, or None when it is off)."""
     import hlotrace.runtime.jaxlib_compat as jaxlib_compat  # lazy: loads jax
 
-    count(counters[0])
+    if counters[0] is not None:
+        count(counters[0])
     count(counters[1], seconds)
     if fields is not None:
         try:

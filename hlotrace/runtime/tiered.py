@@ -50,6 +50,9 @@ _pool: list = []  # the one background worker, made on first use
 _warned: set[str] = set()
 
 
+FAST_COUNTERS = ("fast_compiles", "fast_compile_seconds")
+
+
 def enabled(setting: bool | None = None) -> bool:
     """``setting`` when given, else $HLOTRACE_TIERED_COMPILE (default off)."""
     if setting is not None:
@@ -85,8 +88,9 @@ class Upgrade:
     """The optimized executable to compile in the background for one module: started by
     :meth:`start` after the first call is enqueued, collected by :meth:`result`."""
 
-    def __init__(self, key, target: Target, module_text, in_avals, out_avals):
+    def __init__(self, key, target: Target, module_text, in_avals, out_avals, eager=False):
         self.key, self.device = key, target.devices[0]
+        self.eager = eager  # a device eager engine's one-op executable (counted as such)
         self.fields = None  # the disk cache's key (None: the cache is off)
         self.target, self.module_text = target, module_text
         self.in_avals, self.out_avals = list(in_avals), list(out_avals)
@@ -126,8 +130,11 @@ class Upgrade:
                 f"the quickly compiled executable",
             )
             return None
-        compiler.count_and_store(self.target, loaded, seconds, self.fields)
-        count("background_compiles")
+        if self.eager:
+            compiler.count_and_store(self.target, loaded, seconds, self.fields, compiler.EAGER_COUNTERS)
+        else:
+            compiler.count_and_store(self.target, loaded, seconds, self.fields)
+            count("background_compiles")
         return self._adopt(loaded, seconds)
 
     def _adopt(self, loaded, seconds: float, from_disk: bool = False):
@@ -148,7 +155,9 @@ def _in_background(key):
 compiler.in_background = _in_background
 
 
-def compile_first(module_text: str, in_avals, out_avals, *, platform: str | None = None, setting: bool | None = None):
+def compile_first(
+    module_text: str, in_avals, out_avals, *, platform: str | None = None, setting: bool | None = None, eager=False
+):
     """(executable for the first call, Upgrade or None) for one-device StableHLO text.
 
     With tiering off (``setting``, else $HLOTRACE_TIERED_COMPILE; the default) or on another platform
@@ -156,20 +165,21 @@ def compile_first(module_text: str, in_avals, out_avals, *, platform: str | None
     executable (``FAST_CPU_OPTIONS``; from the in-process or disk cache when it is there, so
     that a warm cache does not change the first call's results) and the Upgrade to the
     optimized one: at hand when cached, else compiled in a background thread once the
-    caller has enqueued the first run (:meth:`Upgrade.start`)."""
+    caller has enqueued the first run (:meth:`Upgrade.start`). ``eager``: a one-op executable
+    of the device eager engine (both compiles counted in ``eager_compile_seconds`` only)."""
     if not enabled(setting) or platform_name(platform) != "cpu":
-        return compiler.compile(module_text, in_avals, out_avals, platform=platform), None
+        return compiler.compile(module_text, in_avals, out_avals, platform=platform, eager=eager), None
     device = default_device(platform)
     disabled = compiler.passes_to_disable(module_text, platform, ())
     key = compiler.cache_key(module_text, in_avals, out_avals, device, disabled)
     target = Target(client(platform), (device,), disabled)
-    quick = _quick(key, target, module_text, in_avals, out_avals)
+    quick = _quick(key, target, module_text, in_avals, out_avals, eager)
     if quick is None:  # this XLA refuses the options: one optimized compile
-        return compiler.compile(module_text, in_avals, out_avals, platform=platform), None
+        return compiler.compile(module_text, in_avals, out_avals, platform=platform, eager=eager), None
     upgrade = pending.get(key)
     if upgrade is None:
         _collect_finished()
-        upgrade = Upgrade(key, target, module_text, in_avals, out_avals)
+        upgrade = Upgrade(key, target, module_text, in_avals, out_avals, eager)
         upgrade.executable = compiler.EXECUTABLES.get(key)
         if upgrade.executable is None:
             # On disk: loaded by the second call (off the first call's path); else compiled
@@ -188,7 +198,7 @@ def _collect_finished() -> None:
         upgrade.result()
 
 
-def _quick(key, target: Target, module_text, in_avals, out_avals):
+def _quick(key, target: Target, module_text, in_avals, out_avals, eager=False):
     """The quickly compiled executable: from the in-process cache, the disk cache, or XLA
     (then stored in both); None when this XLA refuses FAST_CPU_OPTIONS (warned once)."""
     quick_key = (*key, "quick")
@@ -198,7 +208,7 @@ def _quick(key, target: Target, module_text, in_avals, out_avals):
     quick = Target(target.pjrt, target.devices, target.disabled_xla_passes, fast=True)
     try:
         loaded, seconds, from_disk = compiler.load_or_compile(
-            quick, module_text, in_avals, out_avals, counters=("fast_compiles", "fast_compile_seconds")
+            quick, module_text, in_avals, out_avals, counters=compiler.EAGER_COUNTERS if eager else FAST_COUNTERS
         )
     except Exception as exc:
         if not jaxlib_compat.is_unknown_option_error(exc.__cause__ or exc):

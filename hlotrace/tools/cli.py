@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 
 from hlotrace import config
+from hlotrace.engines import EAGER_ENV, set_eager_engine
 from hlotrace.errors import HlotraceError
 from hlotrace.tools.common import (  # noqa: F401  (re-exported: tests and tools import them from here)
     ACCEPTED_DTYPES,
@@ -122,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"a command is required ({', '.join(COMMANDS[:-1])} or {COMMANDS[-1]}; see '{PROG} --help')",
         )
         return 2
+    if not config.is_set(EAGER_ENV):
+        # The commands record, lower, fuzz and compare with the NumPy references: eager ops
+        # there run on the oracle engine (no one-op compiles) unless $HLOTRACE_EAGER says.
+        set_eager_engine("numpy")
     return run_handler(args)
 
 

@@ -1,6 +1,7 @@
 """Mutants of the device eager engine (issue 35): the application key (dispatch's inference
 memo, which is also the engine's executable key), the placement
-check, in-place updates under it. Killed by tests/test_device_engine.py and
+check, in-place updates under it, the host-held value checks and the fallback of an op
+without a rule. Killed by tests/test_device_engine.py, tests/test_device_engine_semantics.py,
 tests/distributed/test_device_engine_placement.py, tests/test_engine_column.py (each checked
 by hand). The engine does not donate buffers yet, so there is no donation mutant. Not a
 mutant: the Python-scalar buffer key without its dtype (only the bytes) -- equal bytes are equal
@@ -97,5 +98,28 @@ MUTANTS += [
         find="    if engine is not None and not attrs and not TAPES and RECORDER.get() is None:\n",
         replace="    if engine is not None and not attrs and not TAPES:\n",
         why="an xla_trace first call on the device engine records nothing for ops it has seen before",
+    ),
+]
+MUTANTS += [
+    Mutant(
+        id="host-check-skipped",
+        file=DEVICE,
+        find="        if op.host_check is not None:\n            _check_on_host(op, attrs, tensors)\n",
+        replace="",
+        why="an out-of-range index held on the host is silently clamped on the device engine",
+    ),
+    Mutant(
+        id="host-checked-op-on-the-fast-path",
+        file=DEVICE,
+        find="single, single and op.host_check is None]",
+        replace="single, single]",
+        why="the second x ** host_exponent takes dispatch's fast path, which runs no check",
+    ),
+    Mutant(
+        id="unlowered-op-not-sent-to-its-reference",
+        file=DEVICE,
+        find="        if lowering.rule_for(op.name, self.platform) is None:\n",
+        replace="        if False:\n",
+        why="a user's op without a lowering rule fails eagerly on the device engine",
     ),
 ]

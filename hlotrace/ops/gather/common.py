@@ -63,6 +63,19 @@ def wrapped(indices: np.ndarray, dim: int, axis: int) -> np.ndarray:
     return np.where(idx < 0, idx + dim, idx)
 
 
+def host_index_check(avals, hosts, *, axis, **_) -> str | None:
+    """OpDef.host_check of the ops that read or write ``x`` (operand 0) at ``indices``
+    (operand 1) along ``axis``: why the indices are out of range, when they are on the host."""
+    indices = hosts[1]
+    if indices is None:
+        return None
+    try:
+        wrapped(indices, avals[0].shape[axis], axis)
+    except IndexError as exc:
+        return str(exc)
+    return None
+
+
 def op_error(name: str, message: str, *tensors) -> OpError:
     loc = user_location(2)
     shapes = ", ".join(f"{dt.short_name(t.dtype)}[{','.join(map(str, t.shape))}]" for t in tensors)

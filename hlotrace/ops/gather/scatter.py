@@ -18,6 +18,7 @@ from hlotrace.ops.gather.common import (
     check_attrs,
     check_index_dtype,
     compute_dtype,
+    host_index_check,
     op_error,
     wrapped,
 )
@@ -73,6 +74,7 @@ SCATTER_ADD = register_op(
         name="scatter_add",
         family=FAMILY,
         reference=_scatter_reference,
+        host_check=host_index_check,
         infer=_scatter_infer,
         canonicalize=_scatter_canonicalize,
         sample=scatter_add_sample,
@@ -148,6 +150,7 @@ INDEX_ADD = register_op(
         name="index_add",
         family=FAMILY,
         reference=_index_add_reference,
+        host_check=host_index_check,
         infer=_index_add_infer,
         canonicalize=_index_add_canonicalize,
         sample=index_add_sample,

@@ -16,6 +16,7 @@ from hlotrace.ops.gather.common import (
     canonical_axis,
     check_attrs,
     check_index_dtype,
+    host_index_check,
     op_error,
     take_shape,
     wrapped,
@@ -57,6 +58,7 @@ TAKE = register_op(
         name="take",
         family=FAMILY,
         reference=_take_reference,
+        host_check=host_index_check,
         infer=_take_infer,
         canonicalize=_take_canonicalize,
         promote_inputs=(),  # a Python int index is int32
@@ -133,6 +135,7 @@ TAKE_ALONG_AXIS = register_op(
         name="take_along_axis",
         family=FAMILY,
         reference=_along_reference,
+        host_check=host_index_check,
         infer=_along_infer,
         canonicalize=_along_canonicalize,
         promote_inputs=(),  # a Python int index is int32

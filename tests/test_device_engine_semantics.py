@@ -26,7 +26,9 @@ def _t(values, dtype="float32"):
 def test_host_held_indices_out_of_range_are_refused_naming_the_op_and_line(engine):
     x = _t(np.zeros((3, 2)))
     with eager_engine(engine):
-        with pytest.raises(OpError, match=r"take: index 3 is out of bounds for axis 0 with size 3.*test_device_engine_semantics"):
+        with pytest.raises(
+            OpError, match=r"take: index 3 is out of bounds for axis 0 with size 3.*test_device_engine_semantics"
+        ):
             x[_t([0, 3], "int32")]
         with pytest.raises(OpError, match="take_along_axis: index -4 is out of bounds for axis 0 with size 3"):
             F.take_along_axis(x, _t([[-4, 0]], "int32"), axis=0)

@@ -2,7 +2,8 @@
 
     .venv/bin/python -m benchmarks.run_all [--small] [--repeat N]
 
-``--small`` (or HLOTRACE_BENCH_SMALL=1) shrinks the softmax input and the compile chain;
+``--small`` (or HLOTRACE_BENCH_SMALL=1) shrinks the softmax input and the compile chain, and
+runs the DataLoader benchmark (which has no smaller size) with 5 timed loops instead of 15;
 ``--repeat N`` overrides each benchmark's number of timed loops. Run it on an otherwise idle
 machine: every figure is a ratio against a peer measured in the same run, but concurrent
 load still adds noise.
@@ -16,6 +17,7 @@ import time
 
 from benchmarks import (
     bench_compile,
+    bench_loader,
     bench_models,
     bench_overhead,
     bench_passes,
@@ -23,9 +25,18 @@ from benchmarks import (
     bench_train,
     passes_reductions,
 )
-from benchmarks.common import fmt_ratio, fmt_time, main_args, print_table
+from benchmarks.common import fmt_ratio, fmt_time, main_args, print_table, small_requested
 
-BENCHMARKS = (bench_overhead, bench_softmax, bench_compile, bench_train, bench_models, bench_passes)
+BENCHMARKS = (bench_overhead, bench_softmax, bench_compile, bench_train, bench_models, bench_passes, bench_loader)
+LOADER_SMALL_REPEAT = 5  # bench_loader has no smaller size: --small runs fewer of its loops
+
+
+def _argv_for(bench, argv: list[str]) -> list[str]:
+    """The arguments ``bench`` runs with: run_all's, plus fewer loops for bench_loader under
+    --small (an explicit --repeat wins)."""
+    if bench is bench_loader and small_requested(argv) and "--repeat" not in argv:
+        return [*argv, "--repeat", str(LOADER_SMALL_REPEAT)]
+    return argv
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -35,7 +46,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     start = time.perf_counter()
     results = []
     for bench in BENCHMARKS:
-        results.append(bench.main(argv))
+        results.append(bench.main(_argv_for(bench, argv)))
         gc.collect()
 
     rows = []
@@ -156,6 +167,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     f"<= 1.02: {'met' if comp['met'] else 'NOT met'}",
                 ]
             )
+        elif r["bench"] == "loader":
+            for name, title in (("arrays", "arrays"), ("augmented", "per-sample augmenting")):
+                m = r[name]
+                met = "met" if m["ratio"] <= r["target"] else "NOT met"
+                rows.append(
+                    [
+                        f"ResNet demo step fed by DataLoader (prefetch), {title}",
+                        fmt_time(m["prefetch_s"]),
+                        fmt_time(m["on_device_s"]),
+                        fmt_ratio(m["ratio"]),
+                        f"<= {r['target']:g}: {met}",
+                    ]
+                )
         elif r["bench"] == "compile":
             rows.append(
                 [
@@ -169,7 +193,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print_table(
         ["benchmark", "hlotrace (a)", "peer (b)", "a / b", "issue target"],
         rows,
-        title="== summary (peer: jax.jit unless stated; best-of-repeat) ==",
+        title="== summary (peer: jax.jit unless stated; the loader's: the step on a batch already on the device; best-of-repeat) ==",
     )
     print(f"total wall time {fmt_time(time.perf_counter() - start)}")
     return results

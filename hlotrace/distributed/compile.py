@@ -91,7 +91,7 @@ def _describe(position: int, tensor) -> str:
     return f"input {position} ({tensor.dtype}{list(tensor.shape)})"
 
 
-def _one_mesh(inputs, own, grads):
+def _one_mesh(inputs, own, grads, runs_on: str = "one compiled call runs on one mesh"):
     mesh, first = None, None
     for i, (s, g) in enumerate(zip(own, grads, strict=True)):
         for sharding, is_grad in ((s, False), (g, True)):
@@ -101,12 +101,12 @@ def _one_mesh(inputs, own, grads):
                 mesh, first = sharding.mesh, (i, is_grad)
             elif sharding.mesh is not mesh and sharding.mesh != mesh:  # `is`: no __eq__ on the hot path
 
-                def what(i, is_grad):
+                def where(i, is_grad):
                     return ("the .grad of " if is_grad else "") + _describe(i, inputs[i])
 
                 raise TraceError(
-                    f"one compiled call runs on one mesh, but {what(*first)} is placed on {mesh!r} and "
-                    f"{what(i, is_grad)} on {sharding.mesh!r}; dist.shard them onto the same mesh"
+                    f"{runs_on}, but {where(*first)} is placed on {mesh!r} and "
+                    f"{where(i, is_grad)} on {sharding.mesh!r}; dist.shard them onto the same mesh"
                 )
     return mesh
 
@@ -336,3 +336,26 @@ def plan(trace, placements, io, num_results: int):
 
 def _padded(dims, rank: int) -> tuple:
     return tuple(dims) + ((),) * (rank - len(dims))
+
+
+def eager_layout(tensors):
+    """One eager op application on a mesh (the device engine, hlotrace.engines.placed):
+    ``(mesh, dims per input, placement per input or None)``, the first two its cache-key
+    part. Placed inputs keep their placement (one whose device array is laid out otherwise
+    is sent back to its host value, as :func:`prepare` does); unplaced ones are replicated.
+    Inputs on two meshes are a TraceError naming both."""
+    own = [sharding_of(t) for t in tensors]
+    mesh = _one_mesh(tensors, own, [None] * len(own), "one eager op runs on one mesh")
+    dims = []
+    for t, s in zip(tensors, own, strict=True):
+        d, wanted = _layout(t, s, mesh)
+        if s is not None:
+            _relocate(t, wanted)
+        dims.append(d)
+    return mesh, tuple(dims), own
+
+
+def eager_plan(mesh, in_dims, out_ranks) -> Plan:
+    """The Plan of one eager op: arguments laid out as :func:`eager_layout` said, results
+    left open for the partitioner (as :func:`plan` leaves a step's results)."""
+    return Plan(mesh, in_dims, [None] * len(out_ranks), out_ranks)

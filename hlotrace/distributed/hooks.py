@@ -23,6 +23,20 @@ def plan(trace, placements, io, num_results):
     return make_plan(trace, placements, io, num_results)
 
 
+def eager_layout(tensors):
+    """The mesh and layout of one eager op application on it (see distributed.compile)."""
+    from hlotrace.distributed.compile import eager_layout as layout  # lazy: loads jax
+
+    return layout(tensors)
+
+
+def eager_plan(mesh, in_dims, out_ranks):
+    """The SPMD plan of one eager op: its inputs laid out as given, results open."""
+    from hlotrace.distributed.compile import eager_plan as make_plan  # lazy: loads jax
+
+    return make_plan(mesh, in_dims, out_ranks)
+
+
 def placed(tensors) -> bool:
     """Whether any of ``tensors`` lives on a mesh (a one-device executable must not get it)."""
     return any(sharding_of(t) is not None for t in tensors)
@@ -60,6 +74,8 @@ def keep_placements(pairs) -> None:
 spmd_hooks.bind(
     prepare=prepare,
     plan=plan,
+    eager_layout=eager_layout,
+    eager_plan=eager_plan,
     placed=placed,
     spans_processes=spans_processes,
     agree_on_module=agree_on_module,

@@ -52,15 +52,22 @@ class DeviceEngine:
     def __call__(self, op, attrs: dict, tensors, out_aval, key=None):
         """The result of ``op`` on ``tensors`` (Tensor, or a tuple for several outputs).
         ``key``: dispatch's key of the application (op, avals, attributes), when it has one.
-        An input placed on a mesh has no one-device executable: the op runs on the NumPy
-        engine (its global value; counted in ``eager_host_fallbacks``)."""
+        An input placed on a mesh runs it as a one-op SPMD executable on that mesh
+        (:mod:`hlotrace.engines.placed`), except on a mesh spanning processes: there the op
+        runs on the NumPy engine (its global value; counted in ``eager_host_fallbacks``)."""
+        if op.host_check is not None:
+            _check_on_host(op, attrs, tensors)
         if spmd_hooks.active:
+            from hlotrace.engines.placed import run_on_mesh  # cycle: placed builds on this module
+
+            out = run_on_mesh(self, op, attrs, tensors, out_aval, key)
+            if out is not None:
+                return out
+            # Still placed (on a mesh spanning processes): never a one-device executable.
             for t in tensors:
                 if t.sharding is not None:
                     COUNTS["eager_host_fallbacks"] += 1
                     return run_reference(op, attrs, tensors, out_aval)
-        if op.host_check is not None:
-            _check_on_host(op, attrs, tensors)
         entry = self._runners.get(key) if key is not None else None
         if entry is not None:
             self._touch(key, entry)
@@ -126,11 +133,7 @@ class DeviceEngine:
         if lowering.rule_for(op.name, self.platform) is None:
             _warn_no_rule(op.name, self.platform)
             return [None, None, None, False, False]
-        trace = Trace(name=f"eager_{op.name}")
-        trace.inputs = [trace.new_var(t.shape, t.dtype) for t in tensors]
-        outs = out_aval if isinstance(out_aval, tuple) and not hasattr(out_aval, "shape") else (out_aval,)
-        trace.outputs = [trace.new_var(a.shape, a.dtype) for a in outs]
-        trace.records.append(OpRecord(op.name, dict(attrs), tuple(trace.inputs), tuple(trace.outputs), None))
+        trace, outs = one_op_trace(op, attrs, tensors, out_aval)
         lowered = lowering.lower_trace(trace, name=trace.name, platform=self.platform)
         text = lowered.text()
         COUNTS["eager_compiles"] += 1
@@ -192,6 +195,16 @@ class DeviceEngine:
 
     def __len__(self) -> int:
         return len(self._runners)
+
+
+def one_op_trace(op, attrs, tensors, out_aval):
+    """(a Trace of the one application ``op(*tensors, **attrs)``, its output avals)."""
+    trace = Trace(name=f"eager_{op.name}")
+    trace.inputs = [trace.new_var(t.shape, t.dtype) for t in tensors]
+    outs = out_aval if isinstance(out_aval, tuple) and not hasattr(out_aval, "shape") else (out_aval,)
+    trace.outputs = [trace.new_var(a.shape, a.dtype) for a in outs]
+    trace.records.append(OpRecord(op.name, dict(attrs), tuple(trace.inputs), tuple(trace.outputs), None))
+    return trace, outs
 
 
 def _check_on_host(op, attrs, tensors) -> None:

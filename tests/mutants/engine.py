@@ -123,3 +123,12 @@ MUTANTS += [
         why="a user's op without a lowering rule fails eagerly on the device engine",
     ),
 ]
+MUTANTS.append(
+    Mutant(
+        id="mesh-key-forgets-the-placement",
+        file="hlotrace/engines/placed.py",
+        find="    cache_key = None if key is None else (_ON_MESH, key, mesh, dims)\n",
+        replace="    cache_key = None if key is None else (_ON_MESH, key)\n",
+        why="a split input reuses the executable compiled for a replicated one of its aval (or another mesh's)",
+    )
+)

@@ -221,7 +221,9 @@ def _gpt_case(argv):
     def make():
         ht.random.seed(0)
         model = example.gpt(n_layer=layers, n_embd=embd, n_head=6, block_size=2 * k + 1, vocab_size=example.VOCAB)
-        return model, model.configure_optimizers(weight_decay=GPT_WD, learning_rate=GPT_LR, betas=GPT_BETAS)
+        return model, model.configure_optimizers(
+            weight_decay=GPT_WD, learning_rate=GPT_LR, betas=GPT_BETAS, device_type="cpu"
+        )
 
     def peer(model):
         shapes = {name: p.shape for name, p in model.named_parameters()}

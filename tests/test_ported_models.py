@@ -141,7 +141,9 @@ def test_gpt_step_compiled_equals_eager():
     )
     keys = list(model.state_dict())
     assert keys[:2] == ["transformer.wte.weight", "transformer.wpe.weight"]
-    assert "transformer.h.1.attn.c_attn.weight" in keys and "transformer.h.0.attn.bias" in keys
+    assert "transformer.h.1.attn.c_attn.weight" in keys
+    assert model.transformer.h[0].attn.flash  # nanoGPT's flash branch: no causal-mask buffer
+    assert not any(key.endswith("attn.bias") for key in keys)
     assert model.lm_head.weight is model.transformer.wte.weight  # tied: one parameter
 
 
@@ -175,35 +177,45 @@ def test_the_model_code_is_pytorchs_spelling_only(example):
     assert example.torch is ht.torch and example.nn is ht.torch.nn
 
 
-def test_nanogpts_flash_branch_equals_its_explicit_attention():
-    """nanoGPT's flash branch (left out of examples/gpt.py, see its docstring) runs as written on
-    ``torch.nn.functional.scaled_dot_product_attention`` and equals the explicit branch."""
+def test_nanogpts_flash_branch_equals_its_explicit_attention(monkeypatch, capsys):
+    """examples/gpt.py keeps nanoGPT's two attention branches: ``self.flash`` (PyTorch 2's
+    ``torch.nn.functional.scaled_dot_product_attention`` exists, as in hlotrace.torch) and the
+    explicit one with the ``bias`` mask buffer, taken where that function is missing (here:
+    deleted while the model is built). Both give the same outputs, eagerly and compiled, and
+    the same loss for a whole GPT with the same weights."""
     torch, nn = gpt.torch, gpt.nn
+    config = gpt.GPTConfig(block_size=8, vocab_size=gpt.VOCAB, n_layer=2, n_head=2, n_embd=16)
 
-    class FlashAttention(gpt.CausalSelfAttention):
-        def forward(self, x):
-            B, T, C = x.size()
-            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-            y = torch.nn.functional.scaled_dot_product_attention(
-                q, k, v, attn_mask=None, dropout_p=self.dropout if self.training else 0, is_causal=True
-            )
-            y = y.transpose(1, 2).contiguous().view(B, T, C)
-            return self.resid_dropout(self.c_proj(y))
+    def build(make, flash):
+        with monkeypatch.context() as patch:
+            if not flash:  # as PyTorch < 2.0
+                patch.delattr(torch.nn.functional, "scaled_dot_product_attention")
+            model = make(config)
+        attentions = [model] if isinstance(model, gpt.CausalSelfAttention) else [b.attn for b in model.transformer.h]
+        assert [a.flash for a in attentions] == [flash] * len(attentions)
+        return model
 
-    config = gpt.GPTConfig(block_size=8, vocab_size=gpt.VOCAB, n_layer=1, n_head=2, n_embd=16)
     torch.manual_seed(0)
-    explicit = gpt.CausalSelfAttention(config)
-    flash = FlashAttention(config)
-    flash.load_state_dict(explicit.state_dict())
-    assert isinstance(explicit, nn.Module)
+    flash = build(gpt.CausalSelfAttention, flash=True)
+    explicit = build(gpt.CausalSelfAttention, flash=False)
+    assert "WARNING: using slow attention" in capsys.readouterr().out  # nanoGPT's
+    assert flash.flash and not explicit.flash and isinstance(explicit, nn.Module)
+    assert "bias" not in flash.state_dict() and explicit.bias.shape == (1, 1, 8, 8)
+    assert explicit.load_state_dict(flash.state_dict(), strict=False).missing_keys == ["bias"]
     x = torch.randn(3, 7, 16)
     np.testing.assert_allclose(flash(x).numpy(), explicit(x).numpy(), rtol=1e-5, atol=1e-6)
     compiled = xla_trace(lambda x, *, m: m(x))
-    compiled(x, m=flash)
-    np.testing.assert_allclose(compiled(x, m=flash).numpy(), explicit(x).numpy(), rtol=1e-5, atol=1e-6)
+    for m in (flash, explicit):
+        np.testing.assert_allclose(compiled(x, m=m).numpy(), explicit(x).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(compiled(x, m=m).numpy(), explicit(x).numpy(), rtol=1e-5, atol=1e-6)
+
+    models = [build(gpt.GPT, flash=True), build(gpt.GPT, flash=False)]
+    missing = models[1].load_state_dict(models[0].state_dict(), strict=False).missing_keys
+    assert missing == [f"transformer.h.{i}.attn.bias" for i in range(2)]
+    idx, targets = (torch.from_numpy(a) for a in gpt.batch(np.random.default_rng(0), 4, 3))
+    (logits_a, loss_a), (logits_b, loss_b) = (m(idx, targets) for m in models)
+    np.testing.assert_allclose(logits_a.numpy(), logits_b.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(float(loss_a), float(loss_b), rtol=1e-5)
 
 
 def test_a_resnet18_checkpoint_with_pytorchs_keys_loads_and_gives_the_same_outputs(tmp_path):

@@ -21,8 +21,8 @@ peer written from the same formulas and checked against it for three steps first
   64 as torchvision), batch 32, cross-entropy, SGD (momentum 0.9, weight decay 5e-4: PyTorch's
   formula), batch-norm running statistics updated;
 - GPT: nanoGPT's decoder, 4 layers, n_embd 128, 4 heads, on 16 copy-task sequences of 32
-  tokens (``ignore_index=-1`` before the copy), masked-fill causal attention with the mask
-  buffer, exact GELU, tied head, ``clip_grad_norm_(1.0)``, AdamW with two parameter groups
+  tokens (``ignore_index=-1`` before the copy), causal attention (nanoGPT's flash branch,
+  ``scaled_dot_product_attention(..., is_causal=True)``; the peer masks with its own ``tril``), exact GELU, tied head, ``clip_grad_norm_(1.0)``, AdamW with two parameter groups
   (decay 0.1 on matrices and embeddings only, betas (0.9, 0.95), a step count per parameter).
 
 Those two are not run eagerly (issue 36 measured 27 s for a NumPy-engine ResNet-18 step). ``--ported-only`` runs

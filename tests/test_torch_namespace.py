@@ -378,7 +378,67 @@ def test_batch_norm_modules_take_pytorchs_momentum(momentum):
         np.testing.assert_allclose(bn.running_mean.numpy(), momentum * mean, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(bn.running_var.numpy(), (1 - momentum) + momentum * unbiased, rtol=1e-5)
         assert int(bn.num_batches_tracked.numpy()) == 1
-    assert nn.BatchNorm2d(3).momentum == ht.nn.BatchNorm2d(3).momentum == 0.9  # both defaults: the same update
+    # both defaults: the same update, each spelled in its own convention
+    assert (nn.BatchNorm2d(3).momentum, ht.nn.BatchNorm2d(3).momentum) == (0.1, 0.9)
+
+
+def _pytorch_running_stats(batches, momentum):
+    """PyTorch's BatchNorm running-statistics update (NumPy, float64) over ``batches`` of
+    ``(N, C, ...)``: ``running = (1 - m) * running + m * batch`` (unbiased variance), or with
+    ``m = None`` the cumulative average ``running += (batch - running) / num_batches_tracked``."""
+    mean, var = np.zeros(batches[0].shape[1]), np.ones(batches[0].shape[1])
+    for n, b in enumerate(batches, start=1):
+        flat = np.moveaxis(b, 1, 0).reshape(b.shape[1], -1).astype(np.float64)
+        factor = 1.0 / n if momentum is None else momentum
+        mean = (1 - factor) * mean + factor * flat.mean(1)
+        var = (1 - factor) * var + factor * flat.var(1, ddof=1)
+    return mean, var
+
+
+@pytest.mark.parametrize("module", ["BatchNorm1d", "BatchNorm2d"])
+@pytest.mark.parametrize(
+    ("given", "assigned", "momentum"),
+    [
+        ("default", None, 0.1),
+        ("default", 0.01, 0.01),  # set after construction: PyTorch's meaning, as the constructor's
+        (0.3, "None", None),  # assigned None: the cumulative average
+        (None, 0.2, 0.2),
+    ],
+    ids=["0.1", "0.01-assigned", "None-assigned", "None-then-0.2"],
+)
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_batch_norm_momentum_is_pytorchs_after_assignment_too(module, given, assigned, momentum, compiled):
+    """``.momentum`` holds PyTorch's value, at construction and after assignment (a ported
+    ``bn.momentum = 0.01``), and the running statistics follow PyTorch's update over three
+    training batches, eagerly and in a compiled step (every call the executable)."""
+    shape = (6, 3) if module == "BatchNorm1d" else (4, 3, 2, 2)
+    batches = [RNG.standard_normal(shape).astype(np.float32) * (i + 1) + i for i in range(3)]
+    cls = getattr(nn, module)
+    bn = cls(3) if given == "default" else cls(3, momentum=given)
+    if assigned is not None:
+        bn.momentum = None if assigned == "None" else assigned
+    assert bn.momentum == momentum and f"momentum={momentum}" in repr(bn)
+    forward = xla_trace(lambda x, *, m: m(x), first_call="compiled") if compiled else (lambda x, *, m: m(x))
+    for b in batches:
+        y = forward(ht.tensor(b), m=bn).numpy()
+    axes = (0,) if b.ndim == 2 else (0, 2, 3)
+    keep = (1, 3) if b.ndim == 2 else (1, 3, 1, 1)
+    normalized = (b - b.mean(axes).reshape(keep)) / np.sqrt(b.var(axes).reshape(keep) + 1e-5)
+    np.testing.assert_allclose(y, normalized, rtol=1e-4, atol=1e-5)  # the batch's statistics
+    mean, var = _pytorch_running_stats(batches, momentum)
+    np.testing.assert_allclose(bn.running_mean.numpy(), mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bn.running_var.numpy(), var, rtol=1e-5, atol=1e-6)
+    assert int(bn.num_batches_tracked.numpy()) == 3 and bn.momentum == momentum
+    if compiled:
+        assert forward.cache_size == 1
+
+
+def test_batch_norm_momentum_assigned_out_of_range_is_refused_when_the_forward_runs():
+    bn = nn.BatchNorm2d(3)
+    bn.momentum = 1.5
+    with pytest.raises(ArgumentError, match=r"momentum.*1\.5"):
+        bn(ht.tensor(np.ones((2, 3, 1, 1), np.float32)))
+    assert int(bn.num_batches_tracked.numpy()) == 0
 
 
 def test_batch_norm_momentum_none_stays_the_cumulative_average():

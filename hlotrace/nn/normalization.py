@@ -79,11 +79,20 @@ class _BatchNorm(Module):
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
 
+    def _megengine_momentum(self) -> float | None:
+        """The weight of the old running statistics in each update (MegEngine's momentum:
+        ``running = w * running + (1 - w) * batch``), or None for the cumulative average. The
+        forward reads the update through this method only, so a subclass that keeps another
+        convention in ``.momentum`` (``hlotrace.torch.nn.BatchNorm2d``: PyTorch's, the batch's
+        weight) converts it here and assigning ``.momentum`` later means what it says."""
+        return self.momentum
+
     def forward(self, x):
         if x.ndim not in self._ranks:
             raise HlotraceError(f"{type(self).__name__} expects an {self._layout} input, got shape {x.shape}")
         tracking = self.training and self.track_running_stats and self.running_mean is not None
-        if tracking and self.momentum is None:
+        weight = self._megengine_momentum()
+        if tracking and weight is None:
             return self._cumulative_forward(x)
         y = F.batch_norm(
             x,
@@ -92,7 +101,7 @@ class _BatchNorm(Module):
             self.weight,
             self.bias,
             training=self.training or not self.track_running_stats,
-            momentum=0.0 if self.momentum is None else self.momentum,  # None: no update here
+            momentum=0.0 if weight is None else weight,  # None: no update here
             eps=self.eps,
         )
         if tracking and self.num_batches_tracked is not None:

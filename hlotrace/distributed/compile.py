@@ -78,12 +78,15 @@ def _take(tensor, wanted: NamedSharding) -> bool:
 
 
 def _placements(inputs):
-    """(placement per input, placement per input's .grad) with None for unplaced."""
+    """(placement per input, placement per input's .grad) with None for unplaced. A .grad
+    takes its own registered placement, else its tensor's, else the layout of its device
+    array: one computed by eager ops on the mesh (laid out as XLA chose) follows its
+    parameter."""
     own = [sharding_of(t) for t in inputs]
     grads = []
     for t, s in zip(inputs, own, strict=True):
         g = t._grad
-        grads.append(None if g is None else (sharding_of(g) or s))
+        grads.append(None if g is None else (registered(g) or s or sharding_of(g)))
     return own, grads
 
 

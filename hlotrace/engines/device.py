@@ -16,6 +16,10 @@ device once and keep their device buffer.
 Attributes that hold regions (control flow) have no cheap key: those applications are
 lowered on every call and found by their module text in ``runtime.compile``'s cache.
 
+An application with an input placed on a mesh runs as a one-op SPMD executable on that
+mesh, cached in the same LRU (:mod:`hlotrace.engines.placed`); on a mesh spanning
+processes it runs on the NumPy engine, counted in ``eager_host_fallbacks``.
+
 Counted in ``hlotrace.metrics()``: ``eager_executions``, ``eager_compiles``,
 ``eager_cache_hits``, ``eager_evictions`` (and the transfers, as every runtime transfer).
 """

@@ -79,14 +79,16 @@ def _take(tensor, wanted: NamedSharding) -> bool:
 
 def _placements(inputs):
     """(placement per input, placement per input's .grad) with None for unplaced. A .grad
-    takes its own registered placement, else its tensor's, else the layout of its device
-    array: one computed by eager ops on the mesh (laid out as XLA chose) follows its
-    parameter."""
+    of a placed tensor takes its placement unless placed itself with ``dist.shard``: one
+    computed by eager ops on the mesh (laid out as XLA chose) follows its tensor too."""
     own = [sharding_of(t) for t in inputs]
     grads = []
     for t, s in zip(inputs, own, strict=True):
         g = t._grad
-        grads.append(None if g is None else (registered(g) or s or sharding_of(g)))
+        if s is not None and g is not None and registered(g) is None and sharding_of(g) is not None:
+            grads.append(s)  # on the mesh as an eager op (or a step) left it: follows its tensor
+            continue
+        grads.append(None if g is None else (sharding_of(g) or s))
     return own, grads
 
 

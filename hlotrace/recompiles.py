@@ -68,7 +68,12 @@ def describe(pipeline: str, args, kwargs, held, slots) -> dict[str, str]:
         walk(kwargs[name], name)
     if held is not None:
         for path, (name, static, owned) in zip(holder_paths, held.static, strict=False):
-            out[f"{path} structure"] = f"{name} {static!r}"
+            parts = getattr(static, "parts", None)  # a module tree's key: flags, then settings
+            if parts is None:
+                out[f"{path} structure"] = f"{name} {static!r}"
+            else:
+                for part, text in parts().items():
+                    out[f"{path} {part}"] = f"{name} {text}" if part == "structure" else text
             tensors = [held.tensors[k] for k in owned]
             grads = sum(t.grad is not None for t in tensors)
             elements = sum(t.size for t in tensors)

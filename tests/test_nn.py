@@ -106,7 +106,7 @@ def test_train_eval_propagate_and_key_the_trace_state():
     assert net.fc1.training and not net.training and not net.fc2.training
     assert net.train() is net and all(m.training for m in net.modules())
     key_train, tensors2 = net._trace_state()
-    assert key_eval == (False,) * 4 and key_train == (True,) * 4
+    assert key_eval[0] == (False,) * 4 and key_train[0] == (True,) * 4
     hash(key_train)
     expected = [t for _, t in net.named_parameters()] + [net.count]
     assert all(a is b for a, b in zip(tensors, expected, strict=True)) and len(tensors) == len(expected)

@@ -29,6 +29,7 @@ import numpy as np
 
 from hlotrace import spmd_hooks
 from hlotrace.errors import HlotraceError, TraceError, argument_error
+from hlotrace.nn.settings import ModuleKey, is_setting, settings_of
 from hlotrace.recording import MODULE_PATH, current_recorder
 from hlotrace.tensor import Parameter, Tensor, tensor
 from hlotrace.versions import structure_changed
@@ -45,6 +46,9 @@ class IncompatibleKeys(NamedTuple):
 
     missing_keys: list[str]
     unexpected_keys: list[str]
+
+
+_UNSET = object()
 
 
 class Module:
@@ -100,6 +104,10 @@ class Module:
             members[name] = new_kind
         if new_kind is not None or kind is not None:
             structure_changed()  # a compiled step re-collects this module's state
+        elif is_setting(value) and is_setting(old := self.__dict__.get(name, _UNSET)) and old != value:
+            # A setting a compiled step baked in (bn.momentum = 0.01, ln.eps = 1e-6):
+            # part of its key (_trace_state), so the step recompiles instead of going stale.
+            structure_changed()
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
@@ -378,12 +386,15 @@ class Module:
     def _trace_state(self) -> tuple[tuple, list[Tensor]]:
         """``(static_key, tensors)`` for ``xla_trace``.
 
-        ``static_key`` is the tuple of ``training`` flags of every module (pre-order), so
-        switching ``train()``/``eval()`` selects another compiled program; ``tensors`` are
+        ``static_key`` holds the ``training`` flags of every module (pre-order) and each
+        module's settings (its public attributes holding numbers, strings, None or tuples
+        of them: ``momentum``, ``eps``, ``p``), so switching ``train()``/``eval()`` or
+        assigning ``bn.momentum`` selects another compiled program; ``tensors`` are
         the parameters then the buffers in :meth:`state_dict` order, which a compiled step
         takes as inputs and writes back when it updates them in place.
         """
-        key = tuple(m.training for m in self.modules())
+        modules = list(self.modules())
+        key = ModuleKey((tuple(m.training for m in modules), tuple(settings_of(m) for m in modules)))
         return key, [t for _, t in self._named_state()]
 
     # -- printing -------------------------------------------------------------------------

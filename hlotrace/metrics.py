@@ -137,6 +137,14 @@ def metrics_report() -> str:
                 f"{c['background_compiles']:.0f} optimized in the background)",
             ),
         )
+    if c["eager_executions"] or c["eager_host_fallbacks"]:  # the device eager engine (hlotrace.engines)
+        rows.append(
+            (
+                "eager ops on the device",
+                f"{c['eager_executions']:.0f} ({c['eager_compiles']:.0f} one-op executables, "
+                f"{c['eager_compile_seconds']:.3f} s compiling; {c['eager_host_fallbacks']:.0f} on the host)",
+            )
+        )
     rows += [(name, f"{value:g}") for name, value in c.items() if name not in NAMES]
     width = max(len(name) for name, _ in rows)
     return "\n".join(["hlotrace metrics (this process)"] + [f"  {name:<{width}}  {value}" for name, value in rows])

@@ -115,3 +115,13 @@ def test_programs_compiles_are_counted_apart_from_the_engines():
     counts = ht.metrics()
     assert counts["compiles"] == 1 and counts["compile_seconds"] > 0
     assert counts["eager_compiles"] >= 5 and counts["eager_compile_seconds"] > 0
+
+
+def test_the_report_has_a_line_for_the_device_engine():
+    ht.reset_metrics()
+    x = _t([1.0, 2.0])
+    assert "eager ops on the device" not in ht.metrics_report()  # this suite's NumPy engine
+    with eager_engine("device"):
+        (x * 2.0 + 1.0).numpy()
+    line = [ln for ln in ht.metrics_report().splitlines() if "eager ops on the device" in ln]
+    assert len(line) == 1 and line[0].split()[5] == "2", line  # two executions

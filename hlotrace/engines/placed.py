@@ -110,6 +110,8 @@ def _build(engine, op, attrs, tensors, out_aval, mesh, dims):
     plan = spmd_hooks.eager_plan(mesh, dims, [len(a.shape) for a in outs])
     lowered = lowering.lower_trace(trace, name=trace.name, spmd=plan, platform=engine.platform)
     COUNTS["eager_compiles"] += 1
-    exe = runtime.compile(lowered.text(), lowered.in_avals, lowered.out_avals, platform=engine.platform, spmd=plan)
+    exe = runtime.compile(
+        lowered.text(), lowered.in_avals, lowered.out_avals, platform=engine.platform, spmd=plan, eager=True
+    )
     single = len(outs) == 1 and outs is not out_aval
     return [device._runner(exe, single), exe, None, single, False]

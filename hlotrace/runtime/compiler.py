@@ -144,7 +144,8 @@ def compile(  # noqa: A001  (DESIGN.md names it runtime.compile)
     if spmd is not None:  # many devices: hlotrace.distributed's plan (mesh, shardings)
         import hlotrace.runtime.spmd as spmd_runtime  # cycle: runtime.spmd imports this module
 
-        return spmd_runtime.compile_spmd(module_text, in_avals, out_avals, spmd, disabled_xla_passes)
+        counters = EAGER_COUNTERS if eager else PROGRAM_COUNTERS
+        return spmd_runtime.compile_spmd(module_text, in_avals, out_avals, spmd, disabled_xla_passes, counters)
     device = default_device(platform)
     disabled_xla_passes = passes_to_disable(module_text, platform, disabled_xla_passes)
     key = cache_key(module_text, in_avals, out_avals, device, disabled_xla_passes)

@@ -146,7 +146,7 @@ COMPILE_CACHE_SIZE = 64
 _compile_cache: collections.OrderedDict = collections.OrderedDict()
 
 
-def compile_spmd(module_text: str, in_avals, out_avals, plan, disabled_xla_passes: tuple[str, ...] = ()):
+def compile_spmd(module_text: str, in_avals, out_avals, plan, disabled_xla_passes: tuple[str, ...] = (), counters=None):
     """Compile ``module_text`` (Shardy-annotated) for the plan's mesh; cached in memory by
     (module, avals, plan, options) and on disk like one-device executables (the key adds the
     device count and the serialized SPMD compile options, which hold the device assignment)."""
@@ -162,7 +162,8 @@ def compile_spmd(module_text: str, in_avals, out_avals, plan, disabled_xla_passe
     _refuse_known_crashes(module_text)
     options = jaxlib_spmd.spmd_compile_options([jaxlib_spmd.device_id(d) for d in devices], disabled_xla_passes)
     target = compiler.Target(pjrt, devices, disabled_xla_passes, spmd_options=options)
-    loaded, seconds, from_disk = compiler.load_or_compile(target, module_text, in_avals, out_avals)
+    counters = compiler.PROGRAM_COUNTERS if counters is None else counters  # EAGER_COUNTERS: a one-op one
+    loaded, seconds, from_disk = compiler.load_or_compile(target, module_text, in_avals, out_avals, counters=counters)
     exe = _wrap(loaded, plan, devices, in_avals, out_avals, seconds, from_disk)
     return compiler.keep(key, exe, _compile_cache, COMPILE_CACHE_SIZE)
 

@@ -184,6 +184,9 @@ def matrix() -> dict:
         "platforms": list(PLATFORMS),
         "ops": rows,
         "value_dependent_shapes": [dict(entry) for entry in VALUE_DEPENDENT_SHAPES],
+        # Ops whose reference refuses values XLA accepts (OpDef.host_check): out-of-range
+        # indices, integer negative powers.
+        "value_checks": sorted(op.name for op in OPS.values() if op.host_check is not None),
     }
 
 
@@ -218,4 +221,15 @@ def text(report: dict) -> str:
             lines.append(f"  {entry['expression']}")
             for key in ("numpy engine", "device engine", "compiled"):
                 lines.append(f"    {key}: {entry[key]}")
+    if report.get("value_checks"):
+        lines.append("")
+        lines.append(
+            "Operand values the references refuse and XLA accepts (out-of-range indices, integer negative powers): "
+            + ", ".join(report["value_checks"])
+        )
+        lines.append("    numpy engine: refused (OpError naming the op and the line)")
+        lines.append(
+            "    device engine: refused when the operand is on the host; XLA's result (clamped) when on the device"
+        )
+        lines.append("    compiled: XLA's result (a compiled program cannot raise)")
     return "\n".join(lines)

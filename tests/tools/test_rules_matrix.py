@@ -86,3 +86,10 @@ def test_value_dependent_shapes_are_listed_with_each_engines_path(report):
     assert "refused" in entries["x[bool_mask]"]["compiled"]
     text = rules_matrix.text(report)
     assert "Value-dependent shapes" in text and "x[bool_mask]" in text
+
+
+def test_value_checks_are_listed_from_the_registry(report):
+    """Every op with an OpDef.host_check, and only those (the device engine's host-side checks)."""
+    assert report["value_checks"] == sorted(n for n, op in OPS.items() if op.host_check is not None)
+    assert {"take", "take_along_axis", "scatter_add", "index_add", "index_copy", "power"} <= set(report["value_checks"])
+    assert "refused when the operand is on the host" in rules_matrix.text(report)

@@ -12,7 +12,7 @@ import hlotrace.functional as F
 from hlotrace import nn
 from hlotrace.autodiff import grad
 from hlotrace.errors import OpError
-from hlotrace.jit import xla_trace
+from hlotrace.testing.check import eager_then_compiled
 
 
 def _softmax(s):
@@ -205,15 +205,6 @@ RNG = np.random.default_rng(36)
 QKV = [RNG.standard_normal(s).astype(np.float32) for s in ((2, 2, 5, 4), (2, 2, 6, 4), (2, 2, 6, 3))]
 
 
-def _eager_and_compiled(fn, *arrays):
-    """``fn``'s eager result as NumPy, after asserting the compiled call (the second) equals it."""
-    eager = fn(*[ht.tensor(a) for a in arrays])
-    step = xla_trace(fn)
-    step(*[ht.tensor(a) for a in arrays])
-    np.testing.assert_allclose(step(*[ht.tensor(a) for a in arrays]).numpy(), eager.numpy(), rtol=1e-5, atol=1e-6)
-    return eager.numpy()
-
-
 @pytest.mark.parametrize(
     ("kwargs", "reference"),
     [
@@ -227,7 +218,7 @@ def _eager_and_compiled(fn, *arrays):
 def test_sdpa_pytorch_signature(kwargs, reference):
     import hlotrace.torch.nn.functional as torch_F
 
-    got = _eager_and_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kwargs), *QKV)
+    got = eager_then_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kwargs), *QKV, rtol=1e-5)
     np.testing.assert_allclose(got, _sdpa(*QKV, **reference), rtol=1e-5, atol=1e-6)
     assert torch_F.scaled_dot_product_attention is F.scaled_dot_product_attention
 
@@ -236,9 +227,11 @@ def test_sdpa_masks_as_pytorch():
     allowed = RNG.random((5, 6)) > 0.3
     allowed[:, 0] = True
     bias = RNG.standard_normal((5, 6)).astype(np.float32)
-    got = _eager_and_compiled(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), *QKV, allowed)
+    got = eager_then_compiled(
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), *QKV, allowed, rtol=1e-5
+    )
     np.testing.assert_allclose(got, _sdpa(*QKV, allowed=allowed), rtol=1e-5, atol=1e-6)
-    got = _eager_and_compiled(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m), *QKV, bias)
+    got = eager_then_compiled(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m), *QKV, bias, rtol=1e-5)
     np.testing.assert_allclose(got, _sdpa(*QKV, add=bias), rtol=1e-5, atol=1e-6)
     with pytest.raises(OpError, match="attn_mask or is_causal"):
         F.scaled_dot_product_attention(*QKV, attn_mask=allowed, is_causal=True)

@@ -14,24 +14,10 @@ import hlotrace.torch.nn.functional as F
 from hlotrace.autodiff import grad
 from hlotrace.errors import ArgumentError, OpError
 from hlotrace.jit import xla_trace
+from hlotrace.testing.check import eager_then_compiled
 from hlotrace.torch import nn
 
 RNG = np.random.default_rng(361)
-
-
-def _eager_and_compiled(fn, *arrays, rtol=1e-6, atol=1e-6):
-    """``fn`` on tensors of ``arrays``: its eager result (as NumPy), after asserting that the
-    compiled call (the second one, running the executable) equals it."""
-    eager = fn(*[ht.tensor(a) for a in arrays])
-    step = xla_trace(fn)
-    step(*[ht.tensor(a) for a in arrays])  # the recording call
-    compiled = step(*[ht.tensor(a) for a in arrays])
-    eager_list = list(eager) if isinstance(eager, tuple | list) else [eager]
-    compiled_list = list(compiled) if isinstance(compiled, tuple | list) else [compiled]
-    for e, c in zip(eager_list, compiled_list, strict=True):
-        assert c.dtype == e.dtype and c.shape == e.shape
-        np.testing.assert_allclose(c.numpy(), e.numpy(), rtol=rtol, atol=atol)
-    return [e.numpy() for e in eager_list] if isinstance(eager, tuple | list) else eager.numpy()
 
 
 def _check_fd(f, args, analytic, points=6, h=1e-6):
@@ -104,8 +90,8 @@ IMAGE = RNG.standard_normal((2, 3, 5, 7)).astype(np.float32)
     ],
     ids=["x2", "size", "fractional", "to-1x1"],
 )
-def test_bilinear_against_pytorchs_formula_eager_and_compiled(options, out, align_corners):
-    got = _eager_and_compiled(
+def test_bilinear_against_pytorchs_formulaeager_then_compiled(options, out, align_corners):
+    got = eager_then_compiled(
         lambda t: F.interpolate(t, mode="bilinear", align_corners=align_corners, **options), IMAGE, rtol=1e-5
     )
     factor = options.get("scale_factor")
@@ -116,9 +102,9 @@ def test_bilinear_against_pytorchs_formula_eager_and_compiled(options, out, alig
 
 def test_nearest_linear_and_trilinear():
     x = RNG.standard_normal((1, 2, 5)).astype(np.float32)
-    got = _eager_and_compiled(lambda t: F.interpolate(t, size=8, mode="nearest"), x)
+    got = eager_then_compiled(lambda t: F.interpolate(t, size=8, mode="nearest"), x)
     np.testing.assert_array_equal(got, x[:, :, np.floor(np.arange(8) * 5 / 8).astype(int)])
-    got = _eager_and_compiled(lambda t: F.interpolate(t, scale_factor=2, mode="linear", align_corners=True), x)
+    got = eager_then_compiled(lambda t: F.interpolate(t, scale_factor=2, mode="linear", align_corners=True), x)
     np.testing.assert_allclose(got, _bilinear_reference(x[:, :, None], 1, 10, True)[:, :, 0], rtol=1e-5, atol=1e-6)
     volume = RNG.standard_normal((1, 1, 2, 3, 4)).astype(np.float32)
     got = F.interpolate(ht.tensor(volume), scale_factor=2, mode="trilinear", align_corners=True).numpy()

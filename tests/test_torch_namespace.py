@@ -16,25 +16,11 @@ import hlotrace.torch as torch
 import hlotrace.torch.nn.functional as F
 from hlotrace.errors import ArgumentError
 from hlotrace.jit import xla_trace
+from hlotrace.testing.check import eager_then_compiled
 from hlotrace.torch import nn, optim
 
 RNG = np.random.default_rng(360)
 X = RNG.standard_normal((2, 3, 4)).astype(np.float32)
-
-
-def _eager_and_compiled(fn, *arrays, rtol=1e-6, atol=1e-6):
-    """``fn`` on tensors of ``arrays``: its eager result (as NumPy), after asserting that the
-    compiled call (the second one, running the executable) equals it."""
-    eager = fn(*[ht.tensor(a) for a in arrays])
-    step = xla_trace(fn)
-    step(*[ht.tensor(a) for a in arrays])  # the recording call
-    compiled = step(*[ht.tensor(a) for a in arrays])
-    eager_list = list(eager) if isinstance(eager, tuple | list) else [eager]
-    compiled_list = list(compiled) if isinstance(compiled, tuple | list) else [compiled]
-    for e, c in zip(eager_list, compiled_list, strict=True):
-        assert c.dtype == e.dtype and c.shape == e.shape
-        np.testing.assert_allclose(c.numpy(), e.numpy(), rtol=rtol, atol=atol)
-    return [e.numpy() for e in eager_list] if isinstance(eager, tuple | list) else eager.numpy()
 
 
 # -- the imports a PyTorch file uses ---------------------------------------------------------
@@ -87,8 +73,8 @@ def test_the_imports_a_pytorch_file_writes():
     ],
     ids=lambda v: "" if callable(v) else str(v.dtype),
 )
-def test_creation_functions_eager_and_compiled(make, expected):
-    got = _eager_and_compiled(make)
+def test_creation_functionseager_then_compiled(make, expected):
+    got = eager_then_compiled(make)
     assert got.dtype == expected.dtype
     np.testing.assert_array_equal(got, expected)
 
@@ -159,20 +145,20 @@ B = RNG.standard_normal((4, 5)).astype(np.float32)
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_math_and_shapes_against_numpy(name, fn, args, reference):
-    got = _eager_and_compiled(fn, *args)
+    got = eager_then_compiled(fn, *args)
     np.testing.assert_allclose(got, reference(*args), rtol=1e-5, atol=1e-6)
 
 
 def test_the_pairs_and_lists_pytorch_returns():
-    values, indices = _eager_and_compiled(lambda a: tuple(torch.max(a, dim=1)), A)  # unpacked to return it
+    values, indices = eager_then_compiled(lambda a: tuple(torch.max(a, dim=1)), A)  # unpacked to return it
     np.testing.assert_array_equal(values, A.max(1))
     np.testing.assert_array_equal(indices, A.argmax(1))
-    values, indices = _eager_and_compiled(lambda a: tuple(torch.min(a, 0, keepdim=True)), A)
+    values, indices = eager_then_compiled(lambda a: tuple(torch.min(a, 0, keepdim=True)), A)
     np.testing.assert_array_equal(values, A.min(0, keepdims=True))
-    values, indices = _eager_and_compiled(lambda a: tuple(torch.topk(a, 2, dim=1)), A)
+    values, indices = eager_then_compiled(lambda a: tuple(torch.topk(a, 2, dim=1)), A)
     np.testing.assert_array_equal(values, -np.sort(-A, 1)[:, :2])
     np.testing.assert_array_equal(indices, np.argsort(-A, 1)[:, :2])
-    parts = _eager_and_compiled(lambda x: torch.split(x, 3, dim=2), X)
+    parts = eager_then_compiled(lambda x: torch.split(x, 3, dim=2), X)
     assert [p.shape for p in parts] == [(2, 3, 3), (2, 3, 1)]
     np.testing.assert_array_equal(parts[1], X[:, :, 3:])
     assert [c.shape for c in torch.chunk(ht.tensor(X), 2, dim=2)] == [(2, 3, 2), (2, 3, 2)]
@@ -277,7 +263,7 @@ INDICES = np.array([[2, 0, 3], [1, 1, 0]], np.int32)
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_more_mappings_against_numpy(name, fn, args, reference):
-    got = _eager_and_compiled(fn, *args, rtol=1e-5)
+    got = eager_then_compiled(fn, *args, rtol=1e-5)
     np.testing.assert_allclose(got, reference(*args), rtol=2e-5, atol=1e-6)
 
 
@@ -311,11 +297,11 @@ def test_losses_take_the_class_dim_1():
     logp = _log_softmax(logits.astype(np.float64), 1)
     picked = -np.take_along_axis(logp, np.maximum(labels, 0)[:, None], 1)[:, 0]
     expected = picked[labels != -100].mean()
-    got = _eager_and_compiled(lambda z, y: F.cross_entropy(z, y), logits, labels)
+    got = eager_then_compiled(lambda z, y: F.cross_entropy(z, y), logits, labels)
     np.testing.assert_allclose(got, expected, rtol=1e-5)
-    got = _eager_and_compiled(lambda z, y: F.nll_loss(F.log_softmax(z, dim=1), y, reduction="sum"), logits, labels)
+    got = eager_then_compiled(lambda z, y: F.nll_loss(F.log_softmax(z, dim=1), y, reduction="sum"), logits, labels)
     np.testing.assert_allclose(got, picked[labels != -100].sum(), rtol=1e-5)
-    unbatched = _eager_and_compiled(lambda z, y: F.cross_entropy(z, y), logits[0, :, 1], labels[0, 1])
+    unbatched = eager_then_compiled(lambda z, y: F.cross_entropy(z, y), logits[0, :, 1], labels[0, 1])
     np.testing.assert_allclose(unbatched, picked[0, 1], rtol=1e-5)
     # PyTorch's deprecated size_average/reduce map to the reduction as PyTorch maps them
     pred, target = A, A[::-1].copy()
@@ -337,11 +323,11 @@ def test_functional_signatures_that_differ_from_hlotraces():
     expected = ht.F.conv_transpose2d(ht.tensor(x), ht.tensor(w), groups=3).numpy()
     np.testing.assert_array_equal(got, expected)
     # pad: PyTorch's flat list for every length, a pair included (last dim only)
-    padded = _eager_and_compiled(lambda t: F.pad(t, (1, 2)), X)
+    padded = eager_then_compiled(lambda t: F.pad(t, (1, 2)), X)
     np.testing.assert_array_equal(padded, np.pad(X, ((0, 0), (0, 0), (1, 2))))
     # one_hot: int64; normalize; softmax's legacy dim; activations take inplace=
     assert F.one_hot(ht.tensor([0, 2]), 3).dtype == np.int64
-    normalized = _eager_and_compiled(lambda a: F.normalize(a, dim=1), A)
+    normalized = eager_then_compiled(lambda a: F.normalize(a, dim=1), A)
     np.testing.assert_allclose(normalized, A / np.linalg.norm(A, axis=1, keepdims=True), rtol=1e-5)
     np.testing.assert_allclose(F.softmax(ht.tensor(A)).numpy().sum(1), np.ones(3), rtol=1e-6)
     np.testing.assert_array_equal(F.relu(ht.tensor(A), inplace=True).numpy(), np.maximum(A, 0))

@@ -20,6 +20,7 @@ from hlotrace.engines import eager_engine
 from hlotrace.jit import xla_trace
 from hlotrace.ops.registry import OpDef
 from hlotrace.tensor import Tensor
+from hlotrace.tensor import tensor as as_tensor
 from hlotrace.testing.sampling import OpSample
 from hlotrace.testing.tolerances import (
     RECIPROCAL_FLUSHED,
@@ -283,3 +284,21 @@ def property_test(op: OpDef, base: int, dtype=None, checker=check_op, shrink=Tru
             run()
 
     return pinned
+
+
+def eager_then_compiled(fn, *arrays, rtol=1e-6, atol=1e-6):
+    """``fn`` on tensors of ``arrays``: its eager result as NumPy (a list of them for several
+    results), after asserting that the compiled call -- the second call of ``xla_trace(fn)``,
+    which runs the executable -- gives the same dtypes, shapes and values (``rtol``/``atol``).
+    For the hand-written module and API tests; the generated op tests use :func:`check_op`."""
+    eager = fn(*[as_tensor(a) for a in arrays])
+    step = xla_trace(fn)
+    step(*[as_tensor(a) for a in arrays])  # the recording call
+    compiled = step(*[as_tensor(a) for a in arrays])
+    several = isinstance(eager, tuple | list)
+    eager_list = list(eager) if several else [eager]
+    compiled_list = list(compiled) if isinstance(compiled, tuple | list) else [compiled]
+    for e, c in zip(eager_list, compiled_list, strict=True):
+        assert c.dtype == e.dtype and c.shape == e.shape, (c.dtype, c.shape, e.dtype, e.shape)
+        np.testing.assert_allclose(c.numpy(), e.numpy(), rtol=rtol, atol=atol)
+    return [e.numpy() for e in eager_list] if several else eager.numpy()

@@ -38,9 +38,10 @@ Counters (all start at 0 and only grow until :func:`reset_metrics`):
     its LRU dropped. ``executions``, the cache lookups and the transfers count theirs too.
 ``eager_host_fallbacks``
     eager op applications the device engine handed to the NumPy engine: those with an input
-    placed on a mesh (no one-device executable fits it; the global value is computed on the
-    host, its bytes in ``device_to_host_bytes``), and those of an op without a lowering rule
-    (warned once per op).
+    placed on a mesh that spans processes (every process would have to run each eager op in
+    step; the global value is computed on the host, its bytes in ``device_to_host_bytes``;
+    a one-process mesh runs one-op SPMD executables), and those of an op without a lowering
+    rule (warned once per op).
 ``shape_syncs``
     eager operations whose result's shape depended on a device value (``x[bool_mask]`` with
     the mask on the device): each waited for the device once to read a count (its bytes are

@@ -10,6 +10,8 @@ runs, as it was before this module existed.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 from dataclasses import dataclass
 
@@ -17,9 +19,10 @@ from hlotrace import config
 from hlotrace import spmd_hooks as _spmd
 from hlotrace.arguments import is_single_result, make_rebuild, output_structure
 from hlotrace.compiled import CompiledEntry, StateIO, donation, produced_buffer, state_outputs, write_dump
-from hlotrace.errors import BackendError, ConfigError, TraceError
+from hlotrace.errors import BackendError, ConfigError, TraceError, argument_error
 from hlotrace.metrics import count
 from hlotrace.overrides import OVERRIDES as _OVERRIDES
+from hlotrace.passes.selection import precision_named
 from hlotrace.source import user_location
 from hlotrace.tensor import Tensor
 from hlotrace.trace import Recorder
@@ -27,6 +30,9 @@ from hlotrace.trace import Recorder
 DUMP_ENV = "HLOTRACE_DUMP_TO"
 FIRST_CALL_ENV = "HLOTRACE_FIRST_CALL"
 FIRST_CALLS = ("eager", "compiled")  # also read by hlotrace.lowering.builder on a verifier failure
+# The matmul precision of the recordings made inside TracedFunction.lower, as the function's
+# calls choose it (hlotrace.aot's record_and_lower names none): see choosing_precision.
+_AHEAD_OF_TIME_PRECISION: contextvars.ContextVar = contextvars.ContextVar("hlotrace_aot_precision", default=None)
 
 
 def check_first_call(value: str | None) -> str | None:
@@ -34,6 +40,26 @@ def check_first_call(value: str | None) -> str | None:
     if value is not None and value not in FIRST_CALLS:
         raise TraceError(f"first_call must be 'eager' or 'compiled' (or ${FIRST_CALL_ENV}), not {value!r}")
     return value
+
+
+def check_megengine_options(decorator: str, without_host, symbolic_shape) -> None:
+    """MegEngine's ``without_host``/``symbolic_shape``: the one value each that hlotrace honours."""
+    if without_host is not True:  # MegEngine's False: the Python function runs on every call
+        raise argument_error(decorator, "without_host", without_host, "True (Python runs on the recording call only)")
+    if symbolic_shape is not False:
+        raise argument_error(decorator, "symbolic_shape", symbolic_shape, "False (programs have static shapes)")
+
+
+@contextlib.contextmanager
+def choosing_precision(precision):
+    """Recordings inside the block that name no precision lower with ``precision`` (a name, or
+    $HLOTRACE_MATMUL_PRECISION's raw value as the function's calls read it): the function's
+    own, for ``step.lower(...)`` (hlotrace.aot), keyed as its calls are."""
+    token = _AHEAD_OF_TIME_PRECISION.set(precision)
+    try:
+        yield
+    finally:
+        _AHEAD_OF_TIME_PRECISION.reset(token)
 
 
 def _first_call_setting() -> str:
@@ -61,6 +87,7 @@ def build_entry(
     capture_as_const=False,
     platform: str | None = None,
     tiered_compile: bool | None = None,
+    precision=None,
 ):
     """(the new CompiledEntry, the call's result) for one call of ``fn`` whose signature has
     no entry yet.
@@ -68,7 +95,8 @@ def build_entry(
     ``inputs``: the call's distinct input tensors (``donatable``: the positions whose old
     buffers the step may consume), ``snapshot`` their state before the call (late inputs are
     added to it), ``placements`` their layout over a mesh (None: one device), ``number``
-    this entry's number among the function's (for dump file names). ``keep(entry, recorder,
+    this entry's number among the function's (for dump file names), ``precision`` the matmul
+    precision (:func:`record_and_lower`'s). ``keep(entry, recorder,
     flat)`` is called once the entry exists, before it runs: ``flat`` says the entry may be
     keyed by its arguments' shapes and dtypes alone (stateless, one device, positional
     Tensors). The caller restores ``snapshot`` when this raises.
@@ -91,6 +119,7 @@ def build_entry(
         abstract=abstract,
         capture_as_const=capture_as_const,
         platform=platform,
+        precision=precision,
     )
     entry, upgrade = compile_recording(
         recording, name=name, number=number, keep=keep, platform=platform, tiered_compile=tiered_compile
@@ -146,11 +175,15 @@ def record_and_lower(
     abstract: bool,
     capture_as_const=False,
     platform: str | None = None,
+    precision=None,
 ) -> Recording:
     """Record one call of ``fn`` (from shapes only when ``abstract``), lower it to a module
     named ``jit_<name>`` and run ``pipeline`` over it; the arguments are
-    :func:`build_entry`'s. An abstract recording leaves placeholders in the state it
-    updated: the caller restores ``snapshot`` before anything reads it."""
+    :func:`build_entry`'s. ``precision``: the matmul precision's name, or
+    $HLOTRACE_MATMUL_PRECISION's raw value as the caller keyed it (None: the one
+    :func:`choosing_precision` chose, else the variable's unset default, ``"highest"``). An
+    abstract recording leaves placeholders in the state it updated: the caller restores
+    ``snapshot`` before anything reads it."""
     from hlotrace import lowering, passes, runtime  # lazy: lowering and runtime load jax
 
     count("recordings")
@@ -187,6 +220,7 @@ def record_and_lower(
         donate=trace.donate,
         spmd=spmd or None,
         platform=runtime.platform_name(platform),  # its platform-scoped rules win
+        precision=precision_named(precision if precision is not None else _AHEAD_OF_TIME_PRECISION.get()),
     )
     optimized = lowered
     if pipeline:

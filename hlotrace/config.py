@@ -172,6 +172,9 @@ def parse_cache_dir(text: str) -> str:
 # -- the table --------------------------------------------------------------------------------
 
 _ON_OFF = "1\\|0"
+# xla_trace(precision=...) and $HLOTRACE_MATMUL_PRECISION: float32 dot/convolution precision,
+# most precise first (StableHLO's HIGHEST, HIGH, DEFAULT; README "Matmul precision").
+MATMUL_PRECISIONS = ("highest", "high", "default")
 
 VARIABLES: dict[str, Variable] = {
     v.name: v
@@ -200,6 +203,12 @@ VARIABLES: dict[str, Variable] = {
             "--check` does)",
             "`simplify,elide-guards,cse,fuse-reductions`", ("cse", "simplify,remat{policy=sqrt}"),
             empty_is_unset=False,
+        ),
+        Variable(
+            "HLOTRACE_MATMUL_PRECISION", "highest\\|high\\|default", _choice(*MATMUL_PRECISIONS), "highest",
+            "the precision of float32 matmuls and convolutions in every `xla_trace` without `precision=`: `high` and "
+            "`default` let a GPU use TF32 (see \"Matmul precision\"); the CPU computes all three in float32",
+            "`highest`", ("highest", "high", "default", "Default"), ("fast", "tf32", "float32"),
         ),
         Variable(
             "HLOTRACE_HYPOTHESIS_PROFILE", "ci\\|dev\\|thorough\\|gpu", _choice("ci", "dev", "thorough", "gpu"), "ci",

@@ -10,6 +10,7 @@ from hlotrace import functional as F
 from hlotrace import state
 from hlotrace.arguments import flatten, output_structure, wrap_arrays
 from hlotrace.errors import argument_error
+from hlotrace.passes.selection import check_precision
 from hlotrace.recording import RECORDER, TAPES, refusing_draws
 from hlotrace.source import user_location
 from hlotrace.traced import TracedFunction
@@ -35,6 +36,7 @@ class PartialTracedFunction:
         explain_recompiles: bool | None = None,
         first_call: str | None = None,
         tiered_compile: bool | None = None,
+        precision: str | None = None,
     ):
         self.fn = fn
         options = {
@@ -43,6 +45,7 @@ class PartialTracedFunction:
             "explain_recompiles": explain_recompiles,
             "first_call": first_call,
             "tiered_compile": tiered_compile,
+            "precision": check_precision("partial_trace", precision),
         }
         self.forward = TracedFunction(fn, **options)
         self.backward = TracedFunction(self._backward_program, **options)
@@ -120,6 +123,7 @@ def partial_trace(
     explain_recompiles: bool | None = None,
     first_call: str | None = None,
     tiered_compile: bool | None = None,
+    precision: str | None = None,
 ):
     """Decorator: compile ``fn``'s forward, and its backward as a second executable, both
     joined into eager autodiff (MegEngine's ``partial_trace``).
@@ -137,8 +141,8 @@ def partial_trace(
     A new input signature records and compiles both again. Gradients of gradients do not
     flow through it (the backward is a compiled call, not recorded ops). Under autodiff the
     function may not draw random numbers (TraceError): the backward's recomputation would
-    draw others than the forward did. ``passes``, ``first_call``, ``tiered_compile``: as for
-    both executables of :func:`xla_trace`.
+    draw others than the forward did. ``passes``, ``first_call``, ``tiered_compile``,
+    ``precision``: as for both executables of :func:`xla_trace`.
     """
     if fn is not None and not callable(fn):
         raise argument_error("partial_trace", "fn", fn, "a function or a module to compile (or options only)")
@@ -148,6 +152,7 @@ def partial_trace(
         "explain_recompiles": explain_recompiles,
         "first_call": first_call,
         "tiered_compile": tiered_compile,
+        "precision": check_precision("partial_trace", precision),
     }
     if fn is None:
         return functools.partial(partial_trace, **options)

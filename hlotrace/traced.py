@@ -28,13 +28,13 @@ from hlotrace import recompiles, state
 from hlotrace import spmd_hooks as _spmd
 from hlotrace.arguments import ArrayArgument, flatten, wrap_arrays
 from hlotrace.build import FIRST_CALLS as FIRST_CALLS  # (hlotrace.jit re-exports it)
-from hlotrace.build import build_entry, check_first_call
+from hlotrace.build import build_entry, check_first_call, check_megengine_options, choosing_precision
 from hlotrace.captures import CaptureGuard, Closure, check_mode
 from hlotrace.compiled import CompiledEntry
 from hlotrace.errors import TraceError, argument_error
 from hlotrace.overrides import OVERRIDES as _OVERRIDES
 from hlotrace.overrides import override_token
-from hlotrace.passes.selection import check_pipeline, pipeline_named, read_passes
+from hlotrace.passes.selection import check_pipeline, check_precision, pipeline_named, read_passes, read_precision
 from hlotrace.platforms import check_platform
 from hlotrace.recording import RECORDER
 from hlotrace.source import user_location
@@ -69,8 +69,10 @@ class TracedFunction:
         explain_recompiles: bool | None = None,
         first_call: str | None = None,
         tiered_compile: bool | None = None,
+        precision: str | None = None,
     ):
         self.fn = fn
+        self.precision = check_precision("xla_trace", precision)  # None: $HLOTRACE_MATMUL_PRECISION per call
         self.explain_recompiles = explain_recompiles
         self.first_call = check_first_call(first_call)
         self.tiered_compile = tiered_compile
@@ -86,8 +88,8 @@ class TracedFunction:
         self.passes = passes
         self._cache: dict[tuple, CompiledEntry] = {}
         # The hot paths, for stateless one-device entries called with positional Tensors
-        # only (no .grad): by (pipeline, shape, dtype, ...) of the arguments, and by
-        # (pipeline, id of each argument buffer's aval, ...) -> entry.run_buffers.
+        # only (no .grad): by (pipeline, precision, shape, dtype, ...) of the arguments, and by
+        # (pipeline, precision, id of each argument buffer's aval, ...) -> entry.run_buffers.
         self._flat_cache: dict[tuple, CompiledEntry] = {}
         self._fast: dict[tuple, object] = {}
         self._fast_avals: dict[tuple, tuple] = {}  # keeps the avals whose ids key _fast alive
@@ -104,10 +106,11 @@ class TracedFunction:
             return self.fn(*args, **kwargs)
         if self._guard is not None and self._guard.stale():  # capture_as_const="refresh"
             self._forget_entries()
-        # The pass pipeline is part of every cache key ($HLOTRACE_PASSES may change): the
-        # hot path keys on the variable's raw value, the others on the pipeline it names.
+        # The pass pipeline and matmul precision are part of every cache key (the variables may
+        # change): the hot path keys on their raw values, the others on the pipeline it names.
         passes = self.passes
         raw = passes if passes is not None else read_passes()
+        precision = self.precision or read_precision()
         if not kwargs:
             # Hot path: positional Tensors without a .grad, each buffer's aval (an immutable
             # shape and dtype, shared by the buffers one executable makes) keying the entry by
@@ -121,12 +124,12 @@ class TracedFunction:
                     a, b = args
                     if type(a) is Tensor and type(b) is Tensor and a._grad is None and b._grad is None:
                         buffers = [a._device, b._device]
-                        run = self._fast.get((raw, id(_aval_of(buffers[0])), id(_aval_of(buffers[1]))))
+                        run = self._fast.get((raw, precision, id(_aval_of(buffers[0])), id(_aval_of(buffers[1]))))
                 elif count_args == 1:
                     a = args[0]
                     if type(a) is Tensor and a._grad is None:
                         buffers = [a._device]
-                        run = self._fast.get((raw, id(_aval_of(buffers[0]))))
+                        run = self._fast.get((raw, precision, id(_aval_of(buffers[0]))))
                 else:
                     buffers = []
                     for arg in args:
@@ -135,7 +138,7 @@ class TracedFunction:
                             break
                         buffers.append(arg._device)
                     else:
-                        run = self._fast.get((raw, *map(id, map(_aval_of, buffers))))
+                        run = self._fast.get((raw, precision, *map(id, map(_aval_of, buffers))))
             except AttributeError:  # a host value (no buffer yet) among them
                 pass
             if buffers is not None and not _OVERRIDES and not (_spmd.active and _spmd.placed(args)):
@@ -143,7 +146,7 @@ class TracedFunction:
                     return run(buffers)
                 # Key by (shape, dtype); the entry copies host values to the device once.
                 pipeline = pipeline_named(raw) if passes is None else passes
-                key = [pipeline]
+                key = [pipeline, precision]
                 for arg in args:
                     value = arg._host if arg._host is not None else arg._device
                     key.append(value.shape)
@@ -151,7 +154,7 @@ class TracedFunction:
                 entry = self._flat_cache.get(tuple(key))
                 if entry is not None:
                     result = entry(args)
-                    self._remember_fast(raw, args, entry)
+                    self._remember_fast((raw, precision), args, entry)
                     return result
         pipeline = pipeline_named(raw) if passes is None else passes
         try:
@@ -162,7 +165,7 @@ class TracedFunction:
         if entry is not None:
             result = entry(inputs)
             if entry.run_buffers is not None and id(entry) in self._flat_entries and len(inputs) == len(args):
-                self._remember_fast(raw, args, entry)
+                self._remember_fast((raw, precision), args, entry)
             return result
         signature = recompiles.describe(pipeline, args, kwargs, held, slots)
         if self._closure is not None:  # which objects it closes over (a rebinding shows)
@@ -191,6 +194,7 @@ class TracedFunction:
                 capture_as_const=self.capture_as_const,
                 platform=self.platform,
                 tiered_compile=self.tiered_compile,
+                precision=precision,
             )
             self._described_new(key, signature)
             return result
@@ -207,7 +211,7 @@ class TracedFunction:
         tensors and their placements over a mesh (None: one device). Raises ArrayArgument
         when a NumPy array is among the arguments (wrap them and ask again)."""
         leaves: list = []
-        key = [pipeline]
+        key = [pipeline, self.precision or read_precision()]  # the precision as __call__ keys it
         holders: list = []
         flatten(args, leaves, key, holders)
         if kwargs:
@@ -249,11 +253,11 @@ class TracedFunction:
             guard.add(recorder, holders)
             self._guard = guard or None
         if flat and not holders:  # holders here: closed over (flat arguments hold none)
-            self._flat_cache[(pipeline, *(k for t in inputs for k in (t.shape, t.dtype)))] = entry
+            self._flat_cache[(pipeline, key[1], *(k for t in inputs for k in (t.shape, t.dtype)))] = entry
             self._flat_entries.add(id(entry))
         self._last = entry
 
-    def _remember_fast(self, raw_passes, args, entry: CompiledEntry) -> None:
+    def _remember_fast(self, raw_settings, args, entry: CompiledEntry) -> None:
         """Key ``entry`` by the identity of its argument buffers' avals (the hottest path),
         after a call of it with ``args`` succeeded. The avals are kept alive beside the key,
         so no other object can take their ids while the key exists."""
@@ -264,7 +268,7 @@ class TracedFunction:
         if any(map(is_, buffers, _NONES)):
             return
         avals = tuple(map(_aval_of, buffers))
-        key = (raw_passes, *map(id, avals))
+        key = (*raw_settings, *map(id, avals))
         if len(self._fast) >= FAST_KEYS:  # e.g. arrays of fresh avals on every call: start over
             self._fast.clear()
             self._fast_avals.clear()
@@ -303,7 +307,8 @@ class TracedFunction:
         """
         from hlotrace import aot  # lazy: loads jax (the ahead-of-time API)
 
-        return aot.lower(self, args, kwargs)
+        with choosing_precision(self.precision or read_precision()):
+            return aot.lower(self, args, kwargs)
 
     # -- inspection ----------------------------------------------------------------------
     @property
@@ -388,6 +393,7 @@ def xla_trace(
     explain_recompiles: bool | None = None,
     first_call: str | None = None,
     tiered_compile: bool | None = None,
+    precision: str | None = None,
     without_host: bool = True,
     symbolic_shape: bool = False,
 ):
@@ -421,6 +427,7 @@ def xla_trace(
       waits for it and every later call runs it. The first call's results may then differ
       from the optimized executable's in the last bits. Default $HLOTRACE_TIERED_COMPILE,
       else off; see :mod:`hlotrace.runtime.tiered`.
+    precision: float32 matmuls at ``"highest"``, ``"high"`` or ``"default"`` (README); $HLOTRACE_MATMUL_PRECISION.
     without_host, symbolic_shape: MegEngine's, with its meaning and the one value each that its
       ``xla_trace`` takes too: ``without_host=True`` (Python runs on the recording call only)
       and ``symbolic_shape=False`` (static shapes: another shape compiles another program).
@@ -436,15 +443,8 @@ def xla_trace(
         "explain_recompiles": explain_recompiles,
         "first_call": first_call,
         "tiered_compile": tiered_compile,
+        "precision": precision,
     }
     if fn is None:
         return functools.partial(xla_trace, **options)
     return TracedFunction(fn, **options)
-
-
-def check_megengine_options(decorator: str, without_host, symbolic_shape) -> None:
-    """MegEngine's ``without_host``/``symbolic_shape``: the one value each that hlotrace honours."""
-    if without_host is not True:  # MegEngine's False: the Python function runs on every call
-        raise argument_error(decorator, "without_host", without_host, "True (Python runs on the recording call only)")
-    if symbolic_shape is not False:
-        raise argument_error(decorator, "symbolic_shape", symbolic_shape, "False (programs have static shapes)")

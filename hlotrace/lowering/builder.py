@@ -81,7 +81,12 @@ def _missing_rule(index: int, record) -> LoweringError:
 
 
 def lower_trace(
-    trace: Trace, name: str | None = None, donate: dict[int, int] | None = None, spmd=None, platform=None
+    trace: Trace,
+    name: str | None = None,
+    donate: dict[int, int] | None = None,
+    spmd=None,
+    platform=None,
+    precision: str = "highest",
 ) -> LoweredModule:
     """Lower ``trace`` to a verified StableHLO module.
 
@@ -94,13 +99,16 @@ def lower_trace(
     ``spmd`` (hlotrace.distributed.compile.Plan, for many devices): the module gets its
     ``sdy.mesh``, Shardy shardings on every argument and result, and lowers
     ``sharding_constraint`` records on that mesh.
+    ``precision``: the ``precision_config`` of every float32 ``dot_general`` and
+    ``convolution``, ``"highest"``, ``"high"`` or ``"default"`` (StableHLO's HIGHEST, HIGH,
+    DEFAULT; README, "Matmul precision"); an ArgumentError for another value.
 
     >>> lowered = lower_trace(fn.trace)
     >>> print(lowered.text())
     """
     if donate is None:
         donate = trace.donate or None
-    with lowering_for(platform):
+    with lowering_for(platform, precision):
         return _lower(trace, name, donate, spmd)
 
 

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from hlotrace import dtypes as dt
+from hlotrace.lowering.registry import MATMUL_PRECISION
 from hlotrace.ops.registry import Aval
 from hlotrace.runtime.jaxlib_compat import dense_elements, ir, splat_constant, stablehlo
 
@@ -183,3 +184,14 @@ def narrowed(value: ir.Value, wide, out: Aval, *, plus_zero_first: bool = False)
 
 def reshape(value: ir.Value, shape, dtype) -> ir.Value:
     return stablehlo.ReshapeOp(tensor_type(shape, dtype), value).result
+
+
+def precision_config(dtype) -> ir.ArrayAttr | None:
+    """The ``precision_config`` of a ``dot_general`` or ``convolution`` computing in ``dtype``:
+    for float32, both operands at the module's matmul precision (``lower_trace(precision=...)``;
+    HIGHEST unless asked, since GPUs would otherwise round float32 operands to TF32, ~1e-3
+    relative error, far from NumPy); None for the other dtypes, which have nothing to choose."""
+    if dtype != dt.float32:
+        return None
+    level = stablehlo.PrecisionAttr.get(MATMUL_PRECISION.get().upper())
+    return ir.ArrayAttr.get([level, level])

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hlotrace.config import MATMUL_PRECISIONS
+from hlotrace.errors import argument_error
 from hlotrace.ops.registry import Aval
 from hlotrace.overrides import OVERRIDES, override_token  # noqa: F401  (re-exported)
 from hlotrace.source import SourceLocation
@@ -36,6 +38,9 @@ PLATFORM_RULES: dict[str, dict[str, Callable[..., Any]]] = {}
 _OVERRIDES = OVERRIDES  # active lowering.override() layers, innermost last (hlotrace.overrides)
 # The platform the module being lowered will be compiled for (set by lower_trace).
 _PLATFORM: contextvars.ContextVar[str | None] = contextvars.ContextVar("hlotrace_lowering_platform", default=None)
+# The precision of the float32 dot_generals and convolutions of the module being lowered, one of
+# config.MATMUL_PRECISIONS (set by lower_trace; read through hlo.precision_config by the rules).
+MATMUL_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("hlotrace_matmul_precision", default="highest")
 
 
 def rule(op_name: str, platform: str | None = None):
@@ -96,12 +101,17 @@ def override(rules: dict[str, Callable[..., Any]]):
 
 
 @contextlib.contextmanager
-def lowering_for(platform: str | None):
-    """Select ``platform``'s rules for the lowering inside the block."""
+def lowering_for(platform: str | None, precision: str = "highest"):
+    """Select ``platform``'s rules, and ``precision`` for float32 matmuls and convolutions,
+    for the lowering inside the block."""
+    if precision not in MATMUL_PRECISIONS:
+        raise argument_error("lower_trace", "precision", precision, " or ".join(map(repr, MATMUL_PRECISIONS)))
     token = _PLATFORM.set(None if platform is None else platform.lower())
+    precision_token = MATMUL_PRECISION.set(precision)
     try:
         yield
     finally:
+        MATMUL_PRECISION.reset(precision_token)
         _PLATFORM.reset(token)
 
 

@@ -93,6 +93,38 @@ OP_TOLERANCES: dict[tuple[str, np.dtype | None], Tolerance] = {
 }
 
 
+# (matmul precision, platform) -> the tolerance of a float32 matmul or convolution compiled at
+# that precision (``xla_trace(precision=...)``; platform None: any other), its ``rtol`` relative
+# to the sum of |products| that make each element, not to the element (a precision rounds the
+# operands, and a sum that cancels keeps the products' error): see matmul_precision_tolerance.
+_TF32 = (
+    "TF32 (NVIDIA's tensor cores, Ampere and later; jax's DEFAULT and HIGH there) keeps 10 of float32's "
+    "23 explicit mantissa bits of each operand: a product is off by up to 2 * 2**-10 of its magnitude "
+    "(truncated operands), the float32 sum adds little"
+)
+_CPU_FLOAT32 = "XLA:CPU computes float32 dots and convolutions in float32 at every precision (bitwise equal here)"
+MATMUL_PRECISION_TOLERANCES: dict[tuple[str, str | None], Tolerance] = {
+    ("highest", None): Tolerance(1e-6, 1e-6, "float32 products summed in float32 (two ulp of the sum of |products|)"),
+    ("high", "cpu"): Tolerance(1e-6, 1e-6, _CPU_FLOAT32),
+    ("default", "cpu"): Tolerance(1e-6, 1e-6, _CPU_FLOAT32),
+    ("high", None): Tolerance(2e-3, 1e-6, _TF32),
+    ("default", None): Tolerance(2e-3, 1e-6, _TF32),
+}
+
+
+def matmul_precision_tolerance(precision: str, platform: str, magnitudes: np.ndarray) -> Tolerance:
+    """The tolerance of each element of a float32 matmul or convolution compiled at
+    ``precision`` for ``platform`` (MATMUL_PRECISION_TOLERANCES), as an absolute one:
+    ``atol + rtol * magnitudes``, ``magnitudes`` the sum of |products| of each element (the
+    op's reference on the operands' absolute values). Either zero may come out (UNSIGNED_ZEROS).
+
+    >>> tol = matmul_precision_tolerance("default", "cuda", np.abs(a) @ np.abs(b))
+    >>> assert_close(compiled, a @ b, tol)
+    """
+    row = MATMUL_PRECISION_TOLERANCES.get((precision, platform)) or MATMUL_PRECISION_TOLERANCES[(precision, None)]
+    return row._replace(rtol=0.0, atol=row.atol + row.rtol * np.asarray(magnitudes, np.float64), signed_zeros=False)
+
+
 # op -> why its float results may carry either sign where the expected value is ±0.
 _ZERO_TIES = (
     "NumPy returns either operand when +0.0 meets -0.0 (its SIMD and scalar loops differ); XLA orders -0.0 below +0.0"

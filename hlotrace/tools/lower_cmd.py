@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
+from hlotrace.config import MATMUL_PRECISIONS
 from hlotrace.errors import HlotraceError
 from hlotrace.ops.registry import Aval
 from hlotrace.passes.op_count import RULE as OP_COUNT_RULE
 from hlotrace.passes.op_count import op_counts
+from hlotrace.passes.selection import PRECISION_ENV, precision_named, read_precision
 from hlotrace.tools.checks import check_source_file, check_writable, random_inputs
 from hlotrace.tools.common import (
     ACCEPTED_DTYPES,
@@ -63,6 +66,7 @@ examples:
   hlotrace lower model.py:step --input 'f32[8,8]' --input 'i32[8]' --seed 1 --compiled
   hlotrace lower model.py:forward --input 'f32[]' --trace-out forward.trace.json > forward.mlir
   hlotrace lower model.py:forward --input 'f32[64,1000]' --passes 'fuse-reductions,cse'
+  hlotrace lower model.py:forward --input 'f32[64,1000]' --precision default
   hlotrace lower model.py:mlp --mesh 4x2:data,model -i 'f32[64,1000]@data' -i 'f32[1000,512]@None,model'
   hlotrace lower model.py:mlp --mesh data=8 -i 'f32[64,1000]@data' -i 'f32[1000,512]' --compiled
   hlotrace lower train.py:train_step --setup train.py:make --static scale=0.5
@@ -97,6 +101,12 @@ def add_parser(sub, formatter) -> None:
         "--platform",
         choices=("cpu", "cuda"),
         help="PJRT platform to compile for (default: $HLOTRACE_PLATFORM, else CUDA if present)",
+    )
+    lower.add_argument(
+        "--precision",
+        choices=MATMUL_PRECISIONS,
+        help="the precision of float32 matmuls and convolutions (default: $HLOTRACE_MATMUL_PRECISION, else "
+        "highest; README, 'Matmul precision')",
     )
     add_mesh_argument(lower)
     add_setup_arguments(lower)
@@ -179,7 +189,27 @@ def _record(obj, func_name: str, specs, user_dir: str, seed: int, platform, pass
     return traced
 
 
+@contextlib.contextmanager
+def _precision_setting(precision: str | None):
+    """$HLOTRACE_MATMUL_PRECISION set to ``precision`` (--precision) inside the block, as before after it."""
+    before = read_precision()
+    if precision is not None:
+        os.environ[PRECISION_ENV] = precision
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(PRECISION_ENV, None)
+        else:
+            os.environ[PRECISION_ENV] = os.fsdecode(before)
+
+
 def run(args) -> int:
+    with _precision_setting(args.precision):
+        return _run(args)
+
+
+def _run(args) -> int:
     from hlotrace import runtime  # lazy: loads runtime (7 modules)
 
     if args.trace_out:
@@ -208,6 +238,8 @@ def run(args) -> int:
         )
         avals = ", ".join(filter(None, [avals, *args.statics]))
     summary = _summary(lowered, runtime.platform_name(traced.platform), func_name, avals)
+    function = getattr(traced, "traced", traced)  # --setup: the SetupProgram's TracedFunction
+    summary += f"; matmul precision {precision_named(function.precision or read_precision())}"
     if args.mesh is not None:
         summary += "; " + _mesh_summary(traced)
     print(summary, file=sys.stderr)

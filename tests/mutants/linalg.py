@@ -72,8 +72,8 @@ MUTANTS = [
     Mutant(
         id="float32-precision-default",
         file=FILE,
-        find='highest = stablehlo.PrecisionAttr.get("HIGHEST")',
-        replace='highest = stablehlo.PrecisionAttr.get("DEFAULT")',
+        find="precision_config=hlo.precision_config(dot_dtype)",
+        replace="precision_config=None",
         why="float32 matmul without the HIGHEST precision config",
         ops=("matmul",),
         equivalent=(

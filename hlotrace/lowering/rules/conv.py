@@ -1,8 +1,9 @@
 """Lowering rules for hlotrace/ops/conv/ (conv1d, conv2d, conv_transpose2d, conv2d_weight_grad).
 
 Each op is one ``stablehlo.convolution`` on operands converted to the accumulating dtype
-(float32 for float16/bfloat16, rounded once at the end, as the references do), with
-precision HIGHEST for float32 (GPUs would otherwise use TF32). The explicit float32 is
+(float32 for float16/bfloat16, rounded once at the end, as the references do), with the
+module's matmul precision for float32 (HIGHEST unless asked: GPUs would otherwise use TF32;
+``hlo.precision_config``). The explicit float32 is
 needed: XLA:CPU upcasts a float16 convolution itself, but XLA:CUDA (H100) accumulated one
 in float16 (2048 + 1 + 1 gave 2048; tests/test_conv_ops.py checks it):
 
@@ -27,7 +28,6 @@ from __future__ import annotations
 import numpy as np
 
 import hlotrace.lowering.hlo as hlo
-from hlotrace import dtypes as dt
 from hlotrace.dtypes import compute_dtype
 from hlotrace.lowering.registry import rule
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
@@ -50,13 +50,6 @@ def _numbers(rank, lhs=(0, 1), kernel=(0, 1), out=(0, 1)):
     )
 
 
-def _precision(dtype):
-    if dtype != dt.float32:
-        return None
-    highest = stablehlo.PrecisionAttr.get("HIGHEST")
-    return ir.ArrayAttr.get([highest, highest])
-
-
 def _convolution(lhs, rhs, out_shape, dtype, numbers, *, strides, padding, lhs_dilation, rhs_dilation, groups=(1, 1)):
     """``stablehlo.convolution``; ``padding`` is (low, high) per spatial dim, ``groups`` is
     (feature_group_count, batch_group_count)."""
@@ -73,7 +66,7 @@ def _convolution(lhs, rhs, out_shape, dtype, numbers, *, strides, padding, lhs_d
         padding=pads,
         lhs_dilation=list(lhs_dilation),
         rhs_dilation=list(rhs_dilation),
-        precision_config=_precision(dtype),
+        precision_config=hlo.precision_config(dtype),
     ).result
 
 

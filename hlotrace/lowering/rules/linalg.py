@@ -12,7 +12,7 @@ import hlotrace.lowering.hlo as hlo
 from hlotrace import dtypes as dt
 from hlotrace.lowering.registry import rule
 from hlotrace.ops.registry import Aval
-from hlotrace.runtime.jaxlib_compat import ir, stablehlo
+from hlotrace.runtime.jaxlib_compat import stablehlo
 
 
 def _as_matrix(value, aval: Aval, dtype, vector_shape):
@@ -52,15 +52,6 @@ def _drop_dims(value, shape, keep, dtype):
     """Reshape away the batch dims of ``shape`` not listed in ``keep`` (all of size 1)."""
     kept = tuple(shape[i] for i in keep) + tuple(shape[-2:])
     return (value, shape) if kept == tuple(shape) else (hlo.reshape(value, kept, dtype), kept)
-
-
-def _precision(dot_dtype):
-    """HIGHEST for float32: GPUs would otherwise round float32 operands to TF32 (~1e-3
-    relative error, far from NumPy). Narrower dtypes have nothing to lose."""
-    if dot_dtype != dt.float32:
-        return None
-    highest = stablehlo.PrecisionAttr.get("HIGHEST")
-    return ir.ArrayAttr.get([highest, highest])
 
 
 @rule("matmul")
@@ -105,7 +96,7 @@ def _matmul(ctx, a, b, *, transpose_a, transpose_b):
     sizes = {**dict(enumerate(batch_out)), "n": n, "m": m}
     dot_shape = [sizes[d] for d in layout]
     result = stablehlo.DotGeneralOp(
-        hlo.tensor_type(dot_shape, dot_dtype), a, b, numbers, precision_config=_precision(dot_dtype)
+        hlo.tensor_type(dot_shape, dot_dtype), a, b, numbers, precision_config=hlo.precision_config(dot_dtype)
     ).result
 
     if out.dtype == dt.bool_:

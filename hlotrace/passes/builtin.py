@@ -7,4 +7,4 @@ tests/passes/test_builtin_passes.py checks that every module here that registers
 imported below.
 """
 
-from hlotrace.passes import fuse_elementwise, fuse_reductions, remat, simplify  # noqa: F401
+from hlotrace.passes import fuse_elementwise, fuse_reductions, layout, remat, simplify  # noqa: F401

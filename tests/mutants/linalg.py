@@ -78,7 +78,7 @@ MUTANTS = [
         ops=("matmul",),
         equivalent=(
             "XLA:CPU always computes float32 dots in float32; only GPUs (TF32) read the precision config, "
-            "so this needs a CUDA run to be killed"
+            "so no result changes without a CUDA run (tests/test_precision.py kills it by the module text)"
         ),
     ),
 ]

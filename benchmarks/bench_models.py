@@ -28,9 +28,12 @@ peer written from the same formulas and checked against it for three steps first
 Those two are not run eagerly (issue 36 measured 27 s for a NumPy-engine ResNet-18 step). ``--ported-only`` runs
 just them; ``--skip-ported`` the CNN and transformer only; ``--resnet-batch N``,
 ``--resnet-width N`` and ``--gpt-layers N`` change their sizes; ``--small`` (run_all's) runs a
-width-16 ResNet-18 on 8 images and a 2-layer GPT.
+width-16 ResNet-18 on 8 images and a 2-layer GPT. ``--passes PIPELINE`` adds a candidate to the CNN
+and ResNet-18 tables: hlotrace's step compiled with that pass pipeline (``<default>`` in it stands
+for the default pipeline, e.g. ``--passes '<default>,layout'``), from the same initial weights,
+its losses checked against the default pipeline's, timed interleaved with the others.
 
-    .venv/bin/python -m benchmarks.bench_models [--repeat N] [--ported-only | --skip-ported]
+    .venv/bin/python -m benchmarks.bench_models [--repeat N] [--ported-only | --skip-ported] [--passes P]
 """
 
 from __future__ import annotations
@@ -234,11 +237,30 @@ def _jax_peer(jax, loss_fn, params, buffers, batch_np, per_parameter: bool):
     return call, state
 
 
-def _compare(title, example, net, batch_np, loss_fn, repeat):
+def _pipeline_candidate(step, net, make_opt, holder, batch, pipeline):
+    """(name, call) of ``step`` compiled with the passes ``pipeline`` on ``net`` (a twin with
+    the initial weights), or None without a pipeline."""
+    if pipeline is None:
+        return None
+    import hlotrace as ht
+    from hlotrace.autodiff import GradManager
+
+    opt, gm = make_opt(net), GradManager().attach(net.parameters())
+    traced = ht.xla_trace(step, passes=pipeline, first_call="compiled")
+    return f"hlotrace compiled, passes={pipeline}", lambda: traced(*batch, **{holder: net, "opt": opt, "gm": gm})
+
+
+def _compare(title, example, net, batch_np, loss_fn, repeat, pipeline=None):
+    import hlotrace as ht
     from hlotrace import optim
     from hlotrace.autodiff import GradManager
 
+    make_opt = lambda n: optim.AdamW(n.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)  # noqa: E731
+    batch_tensors = [ht.tensor(a) for a in batch_np]
+    extra = _pipeline_candidate(example.train_step, example_net_copy(net), make_opt, "net", batch_tensors, pipeline)
     hlotrace_call, jax_call, batch, per_parameter_call = setup_pair(title, example, net, batch_np, loss_fn)
+    if extra is not None:
+        print(f"{title}: {extra[0]}: losses {[round(float(extra[1]()), 4) for _ in range(3)]} (first 3 steps)")
     eager_net = example_net_copy(net)
     eager_opt = optim.AdamW(eager_net.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
     eager_gm = GradManager().attach(eager_net.parameters())
@@ -248,13 +270,16 @@ def _compare(title, example, net, batch_np, loss_fn, repeat):
         "hlotrace eager",
         "jax.jit, a step count per parameter",
     )
+    candidates = {
+        names[0]: lambda: hlotrace_call().block_until_ready(),
+        names[1]: lambda: jax_call().block_until_ready(),
+        names[2]: lambda: example.train_step(*batch, net=eager_net, opt=eager_opt, gm=eager_gm).numpy(),
+        names[3]: lambda: per_parameter_call().block_until_ready(),
+    }
+    if extra is not None:
+        candidates[extra[0]] = lambda: extra[1]().block_until_ready()
     timings = compare(
-        {
-            names[0]: lambda: hlotrace_call().block_until_ready(),
-            names[1]: lambda: jax_call().block_until_ready(),
-            names[2]: lambda: example.train_step(*batch, net=eager_net, opt=eager_opt, gm=eager_gm).numpy(),
-            names[3]: lambda: per_parameter_call().block_until_ready(),
-        },
+        candidates,
         repeat=repeat,
         warmup=2,
         min_loop_seconds=LOOP_SECONDS,
@@ -272,6 +297,7 @@ def _compare(title, example, net, batch_np, loss_fn, repeat):
         f"eager/compiled {fmt_ratio(eager_ratio)}; hlotrace / jax with a step count per parameter "
         f"{fmt_ratio(same_math)}\n"
     )
+    _report_pipeline(title, timings, extra, compiled, peer)
     return {
         "hlotrace_s": compiled.best,
         "jax_s": peer.best,
@@ -279,6 +305,15 @@ def _compare(title, example, net, batch_np, loss_fn, repeat):
         "jax_per_parameter_s": per_parameter.best,
         "ratio": ratio,
     }
+
+
+def _report_pipeline(title, timings, extra, compiled, peer) -> None:
+    if extra is not None:
+        best = timings[extra[0]].best
+        print(
+            f"{title}: {extra[0]} / default pipeline (best) {fmt_ratio(best / compiled.best)}; "
+            f"/ jax.jit {fmt_ratio(best / peer.best)}\n"
+        )
 
 
 def example_net_copy(net):
@@ -462,17 +497,19 @@ def _ported_peer(jax, loss_fn, update, params, buffers, state, lr, batch_np):
     return call, box
 
 
-def _compare_ported(title, step, holder, net, opt, batch_np, jax_call, box, lr, repeat):
-    """hlotrace's compiled step vs its jax.jit peer: three checked steps, then timed."""
+def _compare_ported(title, step, holder, net, opt, batch_np, jax_call, box, lr, repeat, twin=None, pipeline=None):
+    """hlotrace's compiled step vs its jax.jit peer: three checked steps, then timed. ``twin``:
+    (a model with ``net``'s initial weights, its optimizer factory) for the ``pipeline`` candidate."""
     import hlotrace as ht
     from hlotrace.autodiff import GradManager
 
     gm = GradManager().attach(net.parameters())
+    batch = [ht.tensor(a) for a in batch_np]
+    extra = _pipeline_candidate(step, twin[0], twin[1], holder, batch, pipeline) if twin else None
     # first_call="compiled": the first call runs XLA's program too (recorded from shapes), so both
     # sides' first calls time record/trace + compile + one step, and all three checked steps
     # compare two XLA programs (the default eager first call runs NumPy's convolutions).
     traced = ht.xla_trace(step, first_call="compiled")
-    batch = [ht.tensor(a) for a in batch_np]
 
     def hlotrace_call():
         return traced(*batch, **{holder: net, "opt": opt, "gm": gm})
@@ -486,6 +523,12 @@ def _compare_ported(title, step, holder, net, opt, batch_np, jax_call, box, lr, 
     losses = [(first, first_jax)]
     for _ in range(2):
         losses.append((float(hlotrace_call()), float(jax_call())))
+    if extra is not None:
+        start = time.perf_counter()
+        theirs = [float(extra[1]()) for _ in range(3)]
+        print(f"{title}: {extra[0]}: first call {time.perf_counter() - start:.1f} s (3 steps)")
+        if not np.allclose(theirs, [lh for lh, _ in losses], rtol=1e-3, atol=1e-5):  # as vs jax, below
+            raise AssertionError(f"{title}: {extra[0]} losses {theirs} vs the default pipeline's {losses}")
     for i, (lh, lj) in enumerate(losses):
         # rtol 1e-3: at width 16 and more, XLA:CPU's ResNet-18 gradients (jax.jit's and
         # hlotrace's compiled alike) differ from a float64 reference by up to 12% of the
@@ -512,8 +555,14 @@ def _compare_ported(title, step, holder, net, opt, batch_np, jax_call, box, lr, 
         f"jax.jit's (trace + compile + step) {first_jax_s:.1f} s"
     )
     names = ("hlotrace compiled (xla_trace)", "jax.jit (donated)")
+    candidates = {
+        names[0]: lambda: hlotrace_call().block_until_ready(),
+        names[1]: lambda: jax_call().block_until_ready(),
+    }
+    if extra is not None:
+        candidates[extra[0]] = lambda: extra[1]().block_until_ready()
     timings = compare(
-        {names[0]: lambda: hlotrace_call().block_until_ready(), names[1]: lambda: jax_call().block_until_ready()},
+        candidates,
         repeat=repeat,
         warmup=1,
         min_loop_seconds=LOOP_SECONDS,
@@ -526,12 +575,14 @@ def _compare_ported(title, step, holder, net, opt, batch_np, jax_call, box, lr, 
     )
     ratio = compiled.best / peer.best
     print(f"{title} step ratio hlotrace/jax (best) {fmt_ratio(ratio)}; {verdict(ratio, TARGET)}\n")
+    _report_pipeline(title, timings, extra, compiled, peer)
     return {"hlotrace_s": compiled.best, "jax_s": peer.best, "ratio": ratio, "first_call_s": first_s}
 
 
 def ported_cases(resnet_batch: int = 32, resnet_width: int = 64, gpt_layers: int = 4) -> list[tuple]:
-    """(title, step, holder, model, optimizer, batch arrays, jax call, jax box, lr) of ResNet-18
-    and the GPT, each model built from the example's factory as a user would."""
+    """(title, step, holder, model, optimizer, batch arrays, jax call, jax box, lr, twin) of
+    ResNet-18 and the GPT, each model built from the example's factory as a user would; twin:
+    (a second ResNet-18 with the same initial weights, its optimizer factory), None for the GPT."""
     import jax
     import jax.numpy as jnp
     from jax import lax
@@ -545,6 +596,8 @@ def ported_cases(resnet_batch: int = 32, resnet_width: int = 64, gpt_layers: int
     ht.random.seed(0)
     net = resnet.resnet18(num_classes=10, cifar=True, width=resnet_width)
     opt = resnet.make_optimizer(net, SGD_LR)
+    twin = resnet.resnet18(num_classes=10, cifar=True, width=resnet_width)
+    twin.load_state_dict(net.state_dict())
     images = rng.standard_normal((resnet_batch, 3, 32, 32)).astype(np.float32)
     labels = rng.integers(0, 10, resnet_batch).astype(np.int32)
     params = {k: p.numpy().copy() for k, p in net.named_parameters()}
@@ -554,7 +607,8 @@ def ported_cases(resnet_batch: int = 32, resnet_width: int = 64, gpt_layers: int
         jax, _resnet_loss(jax, jnp, lax, net), _sgd_update, params, buffers, zeros, SGD_LR, [images, labels]
     )
     title = f"ResNet-18 (width {resnet_width}, 3x32x32, batch {resnet_batch})"
-    cases.append((title, resnet.train_step, "net", net, opt, [images, labels], call, box, SGD_LR))
+    twin_case = (twin, lambda model: resnet.make_optimizer(model, SGD_LR))
+    cases.append((title, resnet.train_step, "net", net, opt, [images, labels], call, box, SGD_LR, twin_case))
 
     ht.random.seed(0)
     k = 16
@@ -570,7 +624,7 @@ def ported_cases(resnet_batch: int = 32, resnet_width: int = 64, gpt_layers: int
         jax, _gpt_loss(jax, jnp, model.config), _gpt_update(decayed), params, buffers, state, GPT_LR, [x, y]
     )
     title = f"GPT ({gpt_layers} layers, n_embd 128, 4 heads, batch 16 x {2 * k} tokens)"
-    cases.append((title, gpt.train_step, "model", model, opt, [x, y], call, box, GPT_LR))
+    cases.append((title, gpt.train_step, "model", model, opt, [x, y], call, box, GPT_LR, None))
     return cases
 
 
@@ -578,6 +632,11 @@ def main(argv: list[str] | None = None) -> dict:
     argv = main_args(argv)
     repeat = int_option(argv, "--repeat", REPEAT)
     ported_only, skip_ported = "--ported-only" in argv, "--skip-ported" in argv
+    pipeline = argv[argv.index("--passes") + 1] if "--passes" in argv else None
+    if pipeline is not None:
+        from hlotrace import passes
+
+        pipeline = pipeline.replace("<default>", passes.DEFAULT_PIPELINE)
     print_header(
         "model training steps: CNN (digits) and causal transformer (copy task), AdamW; ported ResNet-18 and GPT",
         "benchmarks.bench_models",
@@ -586,7 +645,7 @@ def main(argv: list[str] | None = None) -> dict:
     result: dict = {"bench": "models", "target": TARGET}
     if not ported_only:
         (cnn, lm) = model_cases()
-        r_cnn = _compare(*cnn, repeat)
+        r_cnn = _compare(*cnn, repeat, pipeline)
         r_lm = _compare(*lm, repeat)
         worst = max(r_cnn["ratio"], r_lm["ratio"])
         result.update(cnn=r_cnn, transformer=r_lm, hlotrace_s=r_cnn["hlotrace_s"], jax_s=r_cnn["jax_s"], ratio=worst)
@@ -597,7 +656,10 @@ def main(argv: list[str] | None = None) -> dict:
             resnet_width=int_option(argv, "--resnet-width", 16 if small else 64),
             gpt_layers=int_option(argv, "--gpt-layers", 2 if small else 4),
         )
-        ported = {key: _compare_ported(*case, repeat) for key, case in zip(("resnet18", "gpt"), cases, strict=True)}
+        ported = {
+            key: _compare_ported(*case[:9], repeat, twin=case[9], pipeline=pipeline)
+            for key, case in zip(("resnet18", "gpt"), cases, strict=True)
+        }
         result.update(ported)
         result["ported_ratio"] = max(r["ratio"] for r in ported.values())
         if ported_only:

@@ -123,7 +123,7 @@ def test_the_default_is_highest_as_before_in_text_and_bits():
         np.testing.assert_array_equal(a, b)
 
 
-def test_lower_trace_and_the_eager_engine_keep_highest_whatever_the_variable(monkeypatch):
+def test_lower_trace_keeps_highest_whatever_the_variable(monkeypatch):
     monkeypatch.setenv(ENV, "default")
     step = xla_trace(_layer)
     step(*map(ht.tensor, _operands()))

@@ -276,3 +276,14 @@ def test_hlotrace_lower_prints_the_precision(tmp_path, capsys, monkeypatch):
     assert cli_main(["lower", f"{source}:layer", "--setup", f"{source}:make", "--precision", "default"]) == 0
     out, err = capsys.readouterr()
     assert set(_configs(out)) == {"DEFAULT"} and err.rstrip().endswith("; matmul precision default")
+
+
+def test_hlotrace_lower_keeps_a_decorated_functions_precision(tmp_path, capsys):
+    source = tmp_path / "model.py"
+    source.write_text(
+        "import hlotrace.functional as F\nfrom hlotrace import xla_trace\n\n\n"
+        "@xla_trace(precision='default')\ndef layer(x, w):\n    return F.relu(x @ w)\n"
+    )
+    assert cli_main(["lower", f"{source}:layer", "-i", "f32[4,8]", "-i", "f32[8,3]"]) == 0
+    out, _ = capsys.readouterr()
+    assert set(_configs(out)) == {"DEFAULT"}

@@ -115,7 +115,11 @@ def wrap_traced(obj, platform=None, passes=None):
     if isinstance(obj, TracedFunction):
         passes = passes if passes is not None else obj.passes
         return xla_trace(
-            obj.fn, capture_as_const=obj.capture_as_const, platform=platform or obj.platform, passes=passes
+            obj.fn,
+            capture_as_const=obj.capture_as_const,
+            platform=platform or obj.platform,
+            passes=passes,
+            precision=obj.precision,
         )
     return xla_trace(obj, platform=platform, passes=passes)
 

@@ -43,7 +43,7 @@ from hlotrace.testing.differential import run_lowered
 from hlotrace.testing.pass_check import pass_differential_test
 from hlotrace.testing.tolerances import assert_close, tolerance_for
 
-PIPELINES = ["layout", "simplify,elide-guards,cse,fuse-reductions,layout"]
+PIPELINES = ["layout", f"{passes.DEFAULT_PIPELINE},layout"]
 FAMILIES = ("conv", "pooling", "normalization")
 LAYOUT_OPS = sorted(name for name, op in OPS.items() if op.sample is not None and op.family in FAMILIES)
 EXAMPLES = 4

@@ -62,7 +62,7 @@ MUTANTS = [
         ops=("batch_norm_inference",),
     ),
     Mutant(
-        id="transposes-composed-backwards",
+        id="moved-transposes-composed-backwards",
         file=FILE,
         find="        composed = transpose(inner.operands[0], [first[p] for p in second])",
         replace="        composed = transpose(inner.operands[0], [second[p] for p in first])",

@@ -13,6 +13,7 @@ from hlotrace import nn
 from hlotrace.autodiff import grad
 from hlotrace.errors import OpError
 from hlotrace.testing.check import eager_then_compiled
+from hlotrace.testing.gradcheck import central_differences
 
 
 def _softmax(s):
@@ -80,22 +81,7 @@ def test_sdpa_compiled_equals_eager_and_gradient_matches_fd(qkv):
         np.testing.assert_allclose(c, e, rtol=1e-4, atol=1e-5)
     # Finite differences in float64 on a few elements of each input.
     analytic = grad(loss, argnums=(0, 1, 2))(*qkv)
-    _check_fd(lambda *a: float(loss(*a).numpy()), list(qkv), [g.numpy() for g in analytic])
-
-
-def _check_fd(f, args, analytic, points=5, h=1e-6):
-    """Central differences of the scalar ``f`` at ``points`` elements of each float64 argument
-    against the ``analytic`` gradients."""
-    rng = np.random.default_rng(3)
-    for which, base in enumerate(args):
-        for flat in rng.choice(base.size, min(points, base.size), replace=False):
-            idx = np.unravel_index(flat, base.shape)
-            plus, minus = base.copy(), base.copy()
-            plus[idx] += h
-            minus[idx] -= h
-            shifted = lambda value: f(*[value if i == which else a for i, a in enumerate(args)])  # noqa: E731
-            numeric = (shifted(plus) - shifted(minus)) / (2 * h)
-            np.testing.assert_allclose(analytic[which][idx], numeric, rtol=1e-5, atol=1e-7)
+    central_differences(lambda *a: float(loss(*a).numpy()), list(qkv), [g.numpy() for g in analytic])
 
 
 def _mha_reference(mha, query, key, value, attn_mask=None, key_padding_mask=None, causal=False):
@@ -247,7 +233,7 @@ def test_sdpa_bool_attn_mask_gradient_matches_finite_differences():
         return (F.scaled_dot_product_attention(q, k, v, attn_mask=mask) ** 2).sum()
 
     analytic = grad(loss, argnums=(0, 1, 2))(q64, k64, v64)
-    _check_fd(lambda *a: float(loss(*a).numpy()), [q64, k64, v64], [g.numpy() for g in analytic], points=6)
+    central_differences(lambda *a: float(loss(*a).numpy()), [q64, k64, v64], [g.numpy() for g in analytic], points=6)
 
 
 def test_sdpa_dropout_drops_attention_weights_from_the_default_generator():

@@ -15,22 +15,10 @@ from hlotrace.autodiff import grad
 from hlotrace.errors import ArgumentError, OpError
 from hlotrace.jit import xla_trace
 from hlotrace.testing.check import eager_then_compiled
+from hlotrace.testing.gradcheck import central_differences
 from hlotrace.torch import nn
 
 RNG = np.random.default_rng(361)
-
-
-def _check_fd(f, args, analytic, points=6, h=1e-6):
-    rng = np.random.default_rng(7)
-    for which, base in enumerate(args):
-        for flat in rng.choice(base.size, min(points, base.size), replace=False):
-            idx = np.unravel_index(flat, base.shape)
-            plus, minus = base.copy(), base.copy()
-            plus[idx] += h
-            minus[idx] -= h
-            shifted = lambda value: f(*[value if i == which else a for i, a in enumerate(args)])  # noqa: E731
-            numeric = (shifted(plus) - shifted(minus)) / (2 * h)
-            np.testing.assert_allclose(analytic[which][idx], numeric, rtol=1e-5, atol=1e-7)
 
 
 # -- interpolate / Upsample: a reference written from PyTorch's formulas --------------------------
@@ -131,7 +119,7 @@ def test_bilinear_gradient_matches_finite_differences_and_compiled(align_corners
         return (F.interpolate(x, size=(8, 9), mode="bilinear", align_corners=align_corners) * weights).sum()
 
     (analytic,) = grad(loss, argnums=(0,))(x64)
-    _check_fd(lambda a: float(loss(a).numpy()), [x64], [analytic.numpy()])
+    central_differences(lambda a: float(loss(a).numpy()), [x64], [analytic.numpy()], points=6, seed=7)
     # Bilinear resampling is linear: the gradient is the reference's adjoint, sum over outputs
     # of weight * d out / d x, each output's four bilinear weights put back on its neighbours.
     basis = np.eye(x64[0, 0].size).reshape(-1, 1, 1, *x64.shape[2:])

@@ -326,3 +326,20 @@ def gradient_test(op: OpDef, base: int, kind: str):
 def differentiable_ops(ops) -> list[OpDef]:
     """Ops gradients flow through (VJP present or missing), with a sample strategy."""
     return [op for op in ops if is_differentiable(op) and op.sample is not None]
+
+
+def central_differences(f, args, analytic, points=5, h=1e-6, seed=3) -> None:
+    """Assert the ``analytic`` gradients (one array per argument) of the scalar function
+    ``f`` of float64 arrays ``args`` against central differences at ``points`` elements of
+    each argument (chosen with ``seed``). For hand-written composite tests; the generated
+    VJP tests use :func:`check_vjp_fd`."""
+    rng = np.random.default_rng(seed)
+    for which, base in enumerate(args):
+        for flat in rng.choice(base.size, min(points, base.size), replace=False):
+            idx = np.unravel_index(flat, base.shape)
+            plus, minus = base.copy(), base.copy()
+            plus[idx] += h
+            minus[idx] -= h
+            shifted = lambda value: f(*[value if i == which else a for i, a in enumerate(args)])  # noqa: E731
+            numeric = (shifted(plus) - shifted(minus)) / (2 * h)
+            np.testing.assert_allclose(analytic[which][idx], numeric, rtol=1e-5, atol=1e-7)

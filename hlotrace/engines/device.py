@@ -72,13 +72,7 @@ class DeviceEngine:
                 if t.sharding is not None:
                     COUNTS["eager_host_fallbacks"] += 1
                     return run_reference(op, attrs, tensors, out_aval)
-        entry = self._runners.get(key) if key is not None else None
-        if entry is not None:
-            self._touch(key, entry)
-        else:
-            entry = self._build(op, attrs, tensors, out_aval)
-            if key is not None:
-                self._keep(key, entry)
+        entry = self._entry(key, self._build, op, attrs, tensors, out_aval)
         runner, exe = entry[0], entry[1]
         if runner is None:  # no lowering rule: the op's NumPy reference (warned once)
             COUNTS["eager_host_fallbacks"] += 1
@@ -104,6 +98,18 @@ class DeviceEngine:
             _settle(entry)
         COUNTS["eager_executions"] += 1
         return entry[0](buffers)
+
+    def _entry(self, key, build, *args):
+        """The cache entry under ``key`` (a hit: touched), else ``build(*args)``, kept under
+        ``key`` unless it is None (an application without a key is built every time)."""
+        entry = self._runners.get(key) if key is not None else None
+        if entry is not None:
+            self._touch(key, entry)
+            return entry
+        entry = build(*args)
+        if key is not None:
+            self._keep(key, entry)
+        return entry
 
     def _touch(self, key, entry) -> None:
         """A cache hit: ``entry`` becomes the most recently used, counted, and switched to its

@@ -60,13 +60,7 @@ def run_on_mesh(engine, op, attrs, tensors, out_aval, key):
     except TraceError as exc:  # inputs on two meshes
         raise op_error(op, str(exc), [Aval(t.shape, t.dtype) for t in tensors]) from None
     cache_key = None if key is None else (_ON_MESH, key, mesh, dims)
-    entry = engine._runners.get(cache_key) if cache_key is not None else None
-    if entry is not None:
-        engine._touch(cache_key, entry)
-    else:
-        entry = _build(engine, op, attrs, tensors, out_aval, mesh, dims)
-        if cache_key is not None:
-            engine._keep(cache_key, entry)
+    entry = engine._entry(cache_key, _build, engine, op, attrs, tensors, out_aval, mesh, dims)
     runner, exe = entry[0], entry[1]
     if runner is None:  # no lowering rule: the op's NumPy reference (warned once)
         COUNTS["eager_host_fallbacks"] += 1

@@ -154,3 +154,31 @@ def test_float_sums_are_never_negative_zero():
     sums(x)
     for result in sums(x):
         assert not np.signbit(result.numpy()).any()
+
+
+EMPTY_REDUCTIONS = {
+    "sum-float32": lambda x, w, y: x.sum() + y,
+    "sum-axis-int32": lambda x, w, y: x.astype("int32").sum(axis=0) + y,
+    "mean-axis-keepdims": lambda x, w, y: F.sum(x, axis=(0,), keepdims=True) * 1.0 + y,
+    "matmul-k0": lambda x, w, y: F.matmul(x.transpose(1, 0), w) + y,
+    "linear-k0": lambda x, w, y: F.linear(x.transpose(1, 0), w.transpose(1, 0)) + y,
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_REDUCTIONS))
+def test_a_result_computed_from_empty_operands_plus_negative_zero_is_positive_zero(name):
+    # Fuzzer (seed 542567736, shrunk): sum over a zero-size array + (-0.0) gave -0.0 compiled,
+    # +0.0 eagerly. XLA folded the empty sum to the constant 0 and then 0 + y to y. The builder
+    # puts results computed only from zero-size operands behind an optimization barrier.
+    fn = EMPTY_REDUCTIONS[name]
+    x, w = np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32)
+    y = np.full((3, 3) if "k0" in name else (3,), -0.0, np.float32)
+    if name == "sum-float32":
+        y = np.float32(-0.0).reshape(())
+    step = xla_trace(fn)
+    args = [ht.tensor(a) for a in (x, w, y)]
+    eager = step(*args).numpy()
+    compiled = step(*args).numpy()
+    assert not np.signbit(eager).any(), eager
+    np.testing.assert_array_equal(compiled, eager)
+    np.testing.assert_array_equal(np.signbit(compiled), np.signbit(eager))

@@ -6,6 +6,7 @@ from hlotrace.testing.mutation import Mutant
 FILE = "hlotrace/lowering/rules/reduction/basic.py"
 STATISTICS = "hlotrace/lowering/rules/reduction/statistics.py"
 STATISTICS_OPS = "hlotrace/ops/reduction/statistics.py"
+BUILDER = "hlotrace/lowering/builder.py"
 
 MUTANTS = [
     Mutant(
@@ -259,5 +260,13 @@ MUTANTS = [
         replace="F.exp(x)",
         why="logsumexp's gradient as exp(x) instead of the softmax exp(x - logsumexp(x))",
         ops=("logsumexp",),
+    ),
+    Mutant(
+        id="empty-reduction-folded",
+        file=BUILDER,
+        find="    if in_avals and all(0 in a.shape for a in in_avals):\n",
+        replace="    if False:\n",
+        why="a sum or matmul over an empty axis reaches XLA as a foldable constant: 0 + (-0.0) gives -0.0",
+        ops=("sum", "matmul"),
     ),
 ]

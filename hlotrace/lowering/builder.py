@@ -233,7 +233,9 @@ def _lower_record(trace: Trace, index: int, record, env: dict, spmd=None) -> Non
         # The results do not depend on any data (a sum or matmul over an empty axis): XLA
         # folds them to a constant and then, e.g., 0.0 + y to y, which keeps y = -0.0 where
         # IEEE and NumPy give +0.0. Behind a barrier the constant is not seen.
-        results = [v if 0 in aval.shape else hlo.hidden_from_folding(v) for v, aval in zip(results, out_avals, strict=False)]
+        results = [
+            v if 0 in aval.shape else hlo.hidden_from_folding(v) for v, aval in zip(results, out_avals, strict=False)
+        ]
     for var_id, value, aval in zip(record.outputs, results, out_avals, strict=True):
         expected = hlo.aval_type(aval)
         if value.type != expected:

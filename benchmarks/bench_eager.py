@@ -86,12 +86,12 @@ def _jax_eager_step(loss_fn):
     import jax
     import jax.numpy as jnp
 
-    from benchmarks.bench_models import _adamw
+    from benchmarks.model_peers import adamw
 
     def step(params, buffers, m, v, t, lr, *batch):
         with jax.default_matmul_precision("highest"):
             (loss, new_buffers), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, buffers, *batch)
-        params, m, v, t = _adamw(jnp, params, grads, m, v, t, lr)
+        params, m, v, t = adamw(jnp, params, grads, m, v, t, lr)
         return loss, params, {**buffers, **new_buffers}, m, v, t
 
     return step
@@ -180,7 +180,7 @@ def _resnet_case(argv):
     import jax
 
     import hlotrace as ht
-    from benchmarks.bench_models import SGD_LR, _resnet_loss, _sgd_update, load_example
+    from benchmarks.model_peers import SGD_LR, load_example, resnet_loss, sgd_update
 
     batch_size = int_option(argv, "--resnet-batch", 32)
     width = int_option(argv, "--resnet-width", 64)
@@ -196,7 +196,7 @@ def _resnet_case(argv):
 
     def peer(net):
         state = {k: np.zeros(p.shape, np.float32) for k, p in net.named_parameters()}
-        return _jax_step(_resnet_loss(jax, jax.numpy, jax.lax, net), _sgd_update), state, SGD_LR
+        return _jax_step(resnet_loss(jax, jax.numpy, jax.lax, net), sgd_update), state, SGD_LR
 
     title = f"ResNet-18 (CIFAR stem, width {width}, batch {batch_size}, SGD momentum)"
     return title, example, "net", make, batch, peer
@@ -208,7 +208,7 @@ def _gpt_case(argv):
     import jax
 
     import hlotrace as ht
-    from benchmarks.bench_models import GPT_BETAS, GPT_LR, GPT_WD, _gpt_loss, _gpt_update, load_example
+    from benchmarks.model_peers import GPT_BETAS, GPT_LR, GPT_WD, gpt_loss, gpt_update, load_example
 
     layers = int_option(argv, "--gpt-layers", 6)
     embd = int_option(argv, "--gpt-embd", 384)
@@ -230,7 +230,7 @@ def _gpt_case(argv):
         decayed = {name for name, shape in shapes.items() if len(shape) >= 2}
         zeros = {name: np.zeros(shape, np.float32) for name, shape in shapes.items()}
         state = (zeros, dict(zeros), {name: np.float32(0.0) for name in shapes})
-        return _jax_step(_gpt_loss(jax, jax.numpy, model.config), _gpt_update(decayed)), state, GPT_LR
+        return _jax_step(gpt_loss(jax, jax.numpy, model.config), gpt_update(decayed)), state, GPT_LR
 
     title = f"GPT decoder ({layers} layers, d {embd}, 6 heads, {2 * k} tokens, batch {batch_size}, AdamW)"
     return title, example, "model", make, batch, peer

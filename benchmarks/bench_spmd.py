@@ -31,7 +31,7 @@ os.environ.setdefault("HLOTRACE_CPU_DEVICES", "8")  # before hlotrace makes its 
 
 import numpy as np
 
-from benchmarks import bench_models, bench_train
+from benchmarks import bench_train, model_peers
 from benchmarks.common import (
     compare,
     fmt_ratio,
@@ -125,17 +125,17 @@ def _transformer_pair(devices):
     from hlotrace import nn, optim
     from hlotrace.autodiff import GradManager
 
-    example = bench_models.load_example("train_transformer")
+    example = model_peers.load_example("train_transformer")
     mesh = _mesh(dist, devices)
     nn.init.seed(0)
     net = example.CopyLM()
     params_np = {name: p.numpy().copy() for name, p in net.named_parameters()}
     opt = optim.AdamW(
         net.parameters(),
-        lr=bench_models.LR,
-        betas=bench_models.BETAS,
-        eps=bench_models.EPS,
-        weight_decay=bench_models.WD,
+        lr=model_peers.LR,
+        betas=model_peers.BETAS,
+        eps=model_peers.EPS,
+        weight_decay=model_peers.WD,
     )
     gm = GradManager().attach(net.parameters())
     if mesh is not None:
@@ -145,11 +145,11 @@ def _transformer_pair(devices):
     seq = _place(dist, ht, seq_np, mesh, dist.P("data"))
 
     jax, replicated, split = _jax_shardings(devices)
-    jstep = bench_models._jax_step(bench_models._transformer_loss(jax, jnp, example, heads=4))
+    jstep = model_peers.jax_step(model_peers.transformer_loss(jax, jnp, example, heads=4))
     put = lambda tree: {k: jax.device_put(a, replicated) for k, a in tree.items()}  # noqa: E731
     zeros = {k: np.zeros_like(a) for k, a in params_np.items()}
     state = {"j": (put(params_np), {}, put(zeros), put(zeros), jax.device_put(np.float32(0.0), replicated))}
-    jlr, jseq = jax.device_put(np.float32(bench_models.LR), replicated), jax.device_put(seq_np, split)
+    jlr, jseq = jax.device_put(np.float32(model_peers.LR), replicated), jax.device_put(seq_np, split)
 
     def jax_call():
         loss, *rest = jstep(*state["j"][:5], jlr, jseq)

@@ -200,8 +200,8 @@ VARIABLES: dict[str, Variable] = {
         Variable(
             "HLOTRACE_PASSES", "PIPELINE", parse_text, "simplify,elide-guards,cse,fuse-reductions",
             "the pass pipeline of every `xla_trace` without `passes=` (empty: none; checked as `hlotrace passes "
-            "--check` does)",
-            "`simplify,elide-guards,cse,fuse-reductions`", ("cse", "simplify,remat{policy=sqrt}"),
+            "--check` does); unset: the default of the platform it compiles for (`hlotrace passes --default`)",
+            "`simplify,elide-guards,cse,fuse-reductions`, then `layout` on the CPU", ("cse", "simplify,remat{policy=sqrt}"),
             empty_is_unset=False,
         ),
         Variable(

@@ -30,7 +30,9 @@ writes the updated state back. For that:
 
 Step counts are per parameter, as in PyTorch: a parameter whose ``.grad`` is None is
 skipped entirely (its step count does not advance), so its first real update later gets
-the first-step treatment and bias corrections PyTorch would give it.
+the first-step treatment and bias corrections PyTorch would give it. ``step_per_group=True``
+(SGD, Adam, AdamW, Adagrad) keeps one count per parameter group instead, with the same
+results and the same ``state_dict()`` layout (:mod:`hlotrace.optim.steps`).
 """
 
 from hlotrace.optim import lr_scheduler

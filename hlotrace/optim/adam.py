@@ -12,7 +12,8 @@ class Adam(Optimizer):
     """Adam (PyTorch's ``torch.optim.Adam``; weight decay is L2, added to the gradient).
 
     Per parameter ``p`` with gradient ``g`` (γ = lr, β₁, β₂ = betas, ε = eps,
-    λ = weight_decay, t = this parameter's step count, 1 on the first update)::
+    λ = weight_decay, t = this parameter's step count, 1 on the first update; with
+    ``step_per_group=True`` one count per parameter group, see :mod:`hlotrace.optim.steps`)::
 
         if maximize:  g ← −g
         if λ ≠ 0:  g ← g + λ·p
@@ -36,11 +37,12 @@ class Adam(Optimizer):
         weight_decay: float = 0.0,
         amsgrad: bool = False,
         maximize: bool = False,
+        step_per_group: bool = False,
     ):
         defaults = dict(
             lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize
         )
-        super().__init__(params, defaults)
+        super().__init__(params, defaults, step_per_group=step_per_group)
 
     def _hyper_values(self, group: dict) -> dict[str, float]:
         beta1, beta2 = group["betas"]
@@ -62,6 +64,8 @@ class Adam(Optimizer):
     def _update_group(self, group: dict, hyper: dict[str, Tensor]) -> None:
         decay_on, amsgrad, maximize = self._group_key(group)
         lr, beta1, beta2, eps = hyper["lr"], hyper["beta1"], hyper["beta2"], hyper["eps"]
+        counts = self._advance_steps(group)
+        corrections: dict[int, tuple[Tensor, Tensor]] = {}  # per count: (γ / (1 − β₁ᵗ), √(1 − β₂ᵗ))
         for p in group["params"]:
             g = p.grad
             if g is None:
@@ -69,8 +73,7 @@ class Adam(Optimizer):
             if maximize:
                 g = -g
             state = self.state[p]
-            step, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
-            step._assign(step + 1)
+            step, m, v = counts[id(p)], state["exp_avg"], state["exp_avg_sq"]
             if decay_on:
                 if self._decoupled:
                     p._assign(p * (1 - lr * hyper["weight_decay"]))
@@ -82,10 +85,14 @@ class Adam(Optimizer):
                 v_max = state["max_exp_avg_sq"]
                 v_max._assign(F.maximum(v_max, v))
                 v = v_max
-            bias_correction1 = 1 - beta1**step
-            bias_correction2 = 1 - beta2**step
-            denom = F.sqrt(v) / F.sqrt(bias_correction2) + eps
-            p._assign(p - (lr / bias_correction1) * (m / denom))
+            correction = corrections.get(id(step))
+            if correction is None:
+                bias_correction1 = 1 - beta1**step
+                bias_correction2 = 1 - beta2**step
+                correction = corrections[id(step)] = (lr / bias_correction1, F.sqrt(bias_correction2))
+            step_size, root_correction2 = correction
+            denom = F.sqrt(v) / root_correction2 + eps
+            p._assign(p - step_size * (m / denom))
 
 
 class AdamW(Adam):
@@ -112,7 +119,15 @@ class AdamW(Adam):
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
         maximize: bool = False,
+        step_per_group: bool = False,
     ):
         super().__init__(
-            params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize
+            params,
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            maximize=maximize,
+            step_per_group=step_per_group,
         )

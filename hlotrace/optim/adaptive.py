@@ -97,7 +97,8 @@ class Adagrad(Optimizer):
     """Adagrad (PyTorch's ``torch.optim.Adagrad``).
 
     Per parameter ``p`` with gradient ``g`` (γ = lr, η = lr_decay, λ = weight_decay,
-    ε = eps, t = this parameter's step count, 1 on the first update; the accumulator ``s``
+    ε = eps, t = this parameter's step count, 1 on the first update (one per parameter group
+    with ``step_per_group=True``, see :mod:`hlotrace.optim.steps`); the accumulator ``s``
     starts at ``initial_accumulator_value``)::
 
         if maximize:  g ← −g
@@ -119,6 +120,7 @@ class Adagrad(Optimizer):
         initial_accumulator_value: float = 0.0,
         eps: float = 1e-10,
         maximize: bool = False,
+        step_per_group: bool = False,
     ):
         if float(initial_accumulator_value) < 0:
             raise HlotraceError(f"Adagrad: initial_accumulator_value must be >= 0, got {initial_accumulator_value}")
@@ -130,7 +132,7 @@ class Adagrad(Optimizer):
             eps=eps,
             maximize=maximize,
         )
-        super().__init__(params, defaults)
+        super().__init__(params, defaults, step_per_group=step_per_group)
 
     def _state_names(self, group: dict) -> tuple[str, ...]:
         return ("step", "sum")
@@ -143,6 +145,8 @@ class Adagrad(Optimizer):
 
     def _update_group(self, group: dict, hyper: dict[str, Tensor]) -> None:
         decay_on, maximize = self._group_key(group)
+        counts = self._advance_steps(group)
+        rates: dict[int, Tensor] = {}  # per count: γ / (1 + (t − 1)·η)
         for p in group["params"]:
             g = p.grad
             if g is None:
@@ -151,11 +155,11 @@ class Adagrad(Optimizer):
                 g = -g
             if decay_on:
                 g = g + hyper["weight_decay"] * p
-            state = self.state[p]
-            step, total = state["step"], state["sum"]
-            step._assign(step + 1)
+            step, total = counts[id(p)], self.state[p]["sum"]
             total._assign(total + g * g)
-            clr = hyper["lr"] / (1 + (step - 1) * hyper["lr_decay"])
+            clr = rates.get(id(step))
+            if clr is None:
+                clr = rates[id(step)] = hyper["lr"] / (1 + (step - 1) * hyper["lr_decay"])
             p._assign(p - clr * (g / (F.sqrt(total) + hyper["eps"])))
 
 

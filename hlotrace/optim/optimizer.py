@@ -9,6 +9,7 @@ from hlotrace import dtypes as dt
 from hlotrace import functional as F
 from hlotrace import spmd_hooks
 from hlotrace.errors import HlotraceError, TraceError, argument_error
+from hlotrace.optim import steps
 from hlotrace.recording import current_recorder
 from hlotrace.tensor import Tensor
 from hlotrace.versions import GroupList, TrackedGroup, structure_changed
@@ -50,13 +51,21 @@ class Optimizer:
 
     Subclasses define ``_hyper_names`` (names of the hyper tensors), ``_hyper_values(group)``,
     ``_state_names(group)``, ``_group_key(group)`` (the static structure) and
-    ``_update_group(group, hyper)``.
+    ``_update_group(group, hyper)``. A subclass with a ``step`` state advances the counts with
+    :meth:`_advance_steps`; ``step_per_group`` chooses one count per parameter or per group
+    (:mod:`hlotrace.optim.steps`).
     """
 
     _hyper_names: tuple[str, ...] = ()
 
-    def __init__(self, params, defaults: dict):
+    def __init__(self, params, defaults: dict, step_per_group: bool = False):
+        if not isinstance(step_per_group, bool):
+            raise argument_error(f"optim.{type(self).__name__}", "step_per_group", step_per_group, "True or False")
         self.defaults = dict(defaults)
+        self._step_per_group = step_per_group
+        self._spare_steps: list[list[Tensor]] = []  # per group: spare counts (step_per_group)
+        self._step_splits = 0  # parameters' counts split off a group's so far (part of the static key)
+        self._pending_splits: list[tuple] = []  # splits made while recording (steps.settle)
         # Tracked: a change to the groups is seen by compiled steps in O(1) (hlotrace.versions).
         self.param_groups: list[dict] = GroupList()
         # Tensor (identity hash) -> {state name: Tensor}
@@ -105,8 +114,15 @@ class Optimizer:
         self.param_groups.append(group)
         self._hyper.append({})
         self._hyper_synced.append({})
+        self._spare_steps.append([])
         self._ensure_state()
         self._sync_hyper()
+
+    @property
+    def step_per_group(self) -> bool:
+        """True: one step count per parameter group (:mod:`hlotrace.optim.steps`); False: one
+        per parameter, as PyTorch keeps them. Set by the constructor."""
+        return self._step_per_group
 
     def _all_params(self) -> list[Tensor]:
         return [p for g in self.param_groups for p in g["params"]]
@@ -184,34 +200,36 @@ class Optimizer:
     def _ensure_state(self) -> None:
         """Create the (zero) state tensors the current settings need and that do not exist yet."""
         recording = current_recorder() is not None
+        if self._pending_splits and not recording:
+            steps.settle(self)
         for group in self.param_groups:
             names = self._state_names(group)
             for p in group["params"]:
                 state = self.state.setdefault(p, {})
                 for name in names:
-                    if name in state:
+                    if name in state or name == "step":
                         continue
                     if recording:
                         # Only an optimizer constructed inside the recorded step gets here (one
                         # passed in had its state created by _trace_state first): its state
                         # starts at zero on every call, eagerly and compiled alike.
-                        shape, dtype = ((), dt.float32) if name == "step" else (p.shape, p.dtype)
-                        state[name] = _recorded_full(shape, self._initial_state(group, name), dtype)
-                        structure_changed()
-                    elif name == "step":
-                        state[name] = _new_tensor(np.zeros((), dt.float32))
+                        state[name] = _recorded_full(p.shape, self._initial_state(group, name), p.dtype)
                         structure_changed()
                     else:
                         state[name] = _new_tensor(np.full(p.shape, self._initial_state(group, name), p.dtype))
                         structure_changed()
+            if "step" in names:
+                steps.ensure(self, group, recording)
 
     def _static_key(self) -> tuple:
-        return (
+        key = (
             type(self).__name__,
             tuple(self._group_key(g) for g in self.param_groups),
             tuple(len(g["params"]) for g in self.param_groups),
             tuple(str(self._hyper_dtype(g)) for g in self.param_groups),
         )
+        # Per group, a program that split a count off is never run again (hlotrace.optim.steps).
+        return (*key, ("step_per_group", self._step_splits)) if self._step_per_group else key
 
     def _trace_state(self) -> tuple[tuple, list[Tensor]]:
         """``(static_key, tensors)`` for ``xla_trace``.
@@ -221,21 +239,36 @@ class Optimizer:
         choices (:meth:`_group_key`), the number of parameters per group and the hyper
         tensors' dtype. ``tensors``, in this fixed order: every parameter of every group
         (group order, then parameter order); then, per parameter in the same order, its
-        state tensors in :meth:`_state_names` order; then, per group, its hyper tensors in
-        ``_hyper_names`` order. A compiled step reads all of them and writes back the
-        parameters and state tensors it updates (hyper tensors are read only).
+        state tensors in :meth:`_state_names` order (a step count shared by several parameters
+        only at its first one); then, per group, its hyper tensors in ``_hyper_names`` order;
+        then, with ``step_per_group``, every group's spare counts. A compiled step reads all
+        of them and writes back the parameters and state tensors it updates (hyper tensors
+        are read only).
         """
         self._sync_hyper()
         self._ensure_state()
         tensors: list[Tensor] = self._all_params()
+        shared: set[int] = set()
         for group in self.param_groups:
             names = self._state_names(group)
             for p in group["params"]:
                 state = self.state[p]
-                tensors.extend(state[name] for name in names)
+                for name in names:
+                    t = state[name]
+                    if name == "step" and self._step_per_group:
+                        if id(t) in shared:
+                            continue
+                        shared.add(id(t))
+                    tensors.append(t)
         for hyper in self._hyper:
             tensors.extend(hyper[name] for name in self._hyper_names)
+        tensors.extend(steps.spares_of(self))
         return self._static_key(), tensors
+
+    def _advance_steps(self, group: dict) -> dict[int, Tensor]:
+        """Advance the step count of each parameter of ``group`` that has a ``.grad`` (once per
+        count); ``{id(parameter): count}`` for them. See :mod:`hlotrace.optim.steps`."""
+        return steps.advance(self, group)
 
     # -- stepping -------------------------------------------------------------------------
     def step(self) -> Optimizer:
@@ -265,6 +298,8 @@ class Optimizer:
         Parameters are numbered across groups in order; arrays are NumPy copies, the other
         values plain Python, so :func:`hlotrace.save` stores it without pickle.
         """
+        if self._pending_splits and current_recorder() is None:
+            steps.settle(self)
         state: dict[int, dict[str, np.ndarray]] = {}
         groups = []
         index = 0
@@ -314,6 +349,7 @@ class Optimizer:
                 params_by_index[int(idx)] = p
                 names_by_index[int(idx)] = self._state_names(merged)
         updates = []
+        loaded_steps: dict[int, tuple[Tensor, np.ndarray]] = {}  # id(parameter) -> (it, its count)
         for idx, entries in loaded_state.items():
             if idx not in params_by_index:
                 raise HlotraceError(f"{name}.load_state_dict: state for parameter {idx}, which no group lists")
@@ -332,7 +368,10 @@ class Optimizer:
                         f"{name}.load_state_dict: state {state_name!r} of parameter {idx} has shape "
                         f"{tuple(array.shape)} in the state dict, {tuple(shape)} in the optimizer"
                     )
-                updates.append((p, state_name, array))
+                if state_name == "step":
+                    loaded_steps[id(p)] = (p, array)
+                else:
+                    updates.append((p, state_name, array))
         for group, merged in zip(self.param_groups, new_groups, strict=True):
             group.update({k: v for k, v in merged.items() if k != "params"})
         self._sync_hyper()
@@ -340,8 +379,11 @@ class Optimizer:
         for p, state_name, array in updates:
             target = self.state[p][state_name]
             _set_or_assign(target, array)
+        written = steps.load(self, loaded_steps)
+        self._ensure_state()  # per group: one spare per count again
         if spmd_hooks.active:  # state of a parameter on a mesh goes back onto it
-            spmd_hooks.keep_placements((self.state[p][state_name], p) for p, state_name, _ in updates)
+            placed = [(self.state[p][state_name], p) for p, state_name, _ in updates]
+            spmd_hooks.keep_placements([*placed, *written])
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]

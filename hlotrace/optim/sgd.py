@@ -12,7 +12,8 @@ class SGD(Optimizer):
     """Stochastic gradient descent with momentum (PyTorch's ``torch.optim.SGD``).
 
     Per parameter ``p`` with gradient ``g`` (γ = lr, λ = weight_decay, μ = momentum,
-    τ = dampening, t = this parameter's count of momentum updates, 1 on the first)::
+    τ = dampening, t = this parameter's count of momentum updates, 1 on the first; one count
+    per parameter group with ``step_per_group=True``, see :mod:`hlotrace.optim.steps`)::
 
         if maximize:  g ← −g
         if λ ≠ 0:  g ← g + λ·p
@@ -35,6 +36,7 @@ class SGD(Optimizer):
         weight_decay: float = 0.0,
         nesterov: bool = False,
         maximize: bool = False,
+        step_per_group: bool = False,
     ):
         defaults = dict(
             lr=lr,
@@ -44,7 +46,7 @@ class SGD(Optimizer):
             nesterov=nesterov,
             maximize=maximize,
         )
-        super().__init__(params, defaults)
+        super().__init__(params, defaults, step_per_group=step_per_group)
 
     def _validate_group(self, group: dict) -> None:
         super()._validate_group(group)
@@ -65,6 +67,8 @@ class SGD(Optimizer):
     def _update_group(self, group: dict, hyper: dict[str, Tensor]) -> None:
         momentum_on, nesterov, decay_on, maximize = self._group_key(group)
         lr, mu = hyper["lr"], hyper["momentum"]
+        counts = self._advance_steps(group) if momentum_on else {}
+        first: dict[int, Tensor] = {}  # per count: t = 1
         for p in group["params"]:
             g = p.grad
             if g is None:
@@ -74,9 +78,10 @@ class SGD(Optimizer):
             if decay_on:
                 g = g + hyper["weight_decay"] * p
             if momentum_on:
-                state = self.state[p]
-                step, buf = state["step"], state["momentum_buffer"]
-                step._assign(step + 1)
-                buf._assign(F.where(step == 1, g, mu * buf + (1 - hyper["dampening"]) * g))
+                step, buf = counts[id(p)], self.state[p]["momentum_buffer"]
+                is_first = first.get(id(step))
+                if is_first is None:
+                    is_first = first[id(step)] = step == 1
+                buf._assign(F.where(is_first, g, mu * buf + (1 - hyper["dampening"]) * g))
                 g = g + mu * buf if nesterov else buf
             p._assign(p - lr * g)

@@ -189,7 +189,7 @@ def _run(trace: Trace, outputs, inputs, platform, passes) -> list[np.ndarray]:
     from hlotrace import lowering, runtime  # lazy: loads jax
 
     lowered = lowering.lower_trace(_instrumented(trace, outputs), name=f"{trace.name}_bisect")
-    pipeline = manager.resolve(passes)
+    pipeline = manager.resolve(passes, runtime.platform_name(platform))  # the platform's default
     optimized = manager.run(lowered, pipeline) if pipeline else lowered
     exe = runtime.compile(optimized.text(), optimized.in_avals, optimized.out_avals, platform=platform)
     buffers = [exe.to_device(k, np.ascontiguousarray(a)) for k, a in enumerate(inputs)]

@@ -34,7 +34,7 @@ from hlotrace.compiled import CompiledEntry
 from hlotrace.errors import TraceError, argument_error
 from hlotrace.overrides import OVERRIDES as _OVERRIDES
 from hlotrace.overrides import override_token
-from hlotrace.passes.selection import check_pipeline, check_precision, pipeline_named, read_passes, read_precision
+from hlotrace.passes.selection import call_pipeline, check_pipeline, check_precision, read_passes, read_precision
 from hlotrace.platforms import check_platform
 from hlotrace.recording import RECORDER
 from hlotrace.source import user_location
@@ -106,10 +106,8 @@ class TracedFunction:
             return self.fn(*args, **kwargs)
         if self._guard is not None and self._guard.stale():  # capture_as_const="refresh"
             self._forget_entries()
-        # The pass pipeline and matmul precision are part of every cache key (the variables may
-        # change): the hot path keys on their raw values, the others on the pipeline it names.
-        passes = self.passes
-        raw = passes if passes is not None else read_passes()
+        # Pipeline and precision are in every key: the hot path's raw settings, else the pipeline named.
+        raw = self.passes if self.passes is not None else read_passes()
         precision = self.precision or read_precision()
         if not kwargs:
             # Hot path: positional Tensors without a .grad, each buffer's aval (an immutable
@@ -145,7 +143,7 @@ class TracedFunction:
                 if run is not None:
                     return run(buffers)
                 # Key by (shape, dtype); the entry copies host values to the device once.
-                pipeline = pipeline_named(raw) if passes is None else passes
+                pipeline = self._pipeline(raw)
                 key = [pipeline, precision]
                 for arg in args:
                     value = arg._host if arg._host is not None else arg._device
@@ -156,7 +154,7 @@ class TracedFunction:
                     result = entry(args)
                     self._remember_fast((raw, precision), args, entry)
                     return result
-        pipeline = pipeline_named(raw) if passes is None else passes
+        pipeline = self._pipeline(raw)
         try:
             key, leaves, holders, held, slots, inputs, placements = self._key(args, kwargs, pipeline)
         except ArrayArgument:
@@ -291,9 +289,11 @@ class TracedFunction:
         self._signatures.append(signature)
         self._descriptions[key] = signature
 
-    def _pipeline(self) -> str:
-        """The pass pipeline a call made now would use."""
-        return self.passes if self.passes is not None else pipeline_named(read_passes())
+    def _pipeline(self, raw=None) -> str:
+        """The pass pipeline a call made now would use (``raw``: $HLOTRACE_PASSES as read)."""
+        from hlotrace.runtime import platform_name  # lazy: loads jax
+
+        return call_pipeline(raw, self.passes, self.platform, platform_name)
 
     # -- ahead of time (hlotrace.aot) --------------------------------------------------
     def lower(self, *args, **kwargs):
@@ -412,8 +412,8 @@ def xla_trace(
       PJRT plugin, an unregistered plugin's name) is an ArgumentError here, at decoration.
     passes: the pass pipeline run over the lowered module before compiling, e.g.
       ``"simplify,fuse-reductions,cse,remat{policy=sqrt}"`` (``""`` runs none); default
-      $HLOTRACE_PASSES, else ``hlotrace.passes.DEFAULT_PIPELINE``. ``hlotrace passes``
-      lists the passes.
+      $HLOTRACE_PASSES, else the platform's default (CPU: with ``layout``; see ``hlotrace
+      passes --default``). ``hlotrace passes`` lists the passes.
     explain_recompiles: log why each compile after the first happened (the logger
       ``"hlotrace"``); default $HLOTRACE_EXPLAIN_RECOMPILES.
     first_call: ``"eager"`` (default; MegEngine's semantics: the first call runs the NumPy

@@ -12,23 +12,26 @@ makes the layout change explicit and moves it out of the way:
    ``stablehlo.transpose``\\ d operands, followed by a transpose of its result back to the
    original dimension order (conv2d, its input gradient ``conv_transpose2d`` and its
    weight gradient ``conv2d_weight_grad`` alike: the permutations are read from each op's
-   dimension numbers).
-2. Transposes NHWC -> NCHW (``SINK``) move down through layout-agnostic ops, which are
-   rebuilt in NHWC: elementwise ops (operands of rank 0 stay), ``reduce`` (dimensions
-   remapped; a transpose after it only where the kept dimensions change order),
-   ``reduce_window`` (window, strides, dilations and padding permuted), ``pad``, ``slice``,
-   ``reverse`` and ``concatenate`` (their per-dimension attributes permuted). An op moves
-   when at least as many of its operands lose a transpose as gain one (splat constants,
-   ``broadcast_in_dim`` and ``iota`` are rebuilt in NHWC for free); transposes NCHW -> NHWC
-   (``HOIST``) move up through those ops the same way when every user of the op is one.
+   dimension numbers); every 1-D one (3-D operands: conv1d) the same way, as
+   ``[b, 0, f] x [0, i, o] -> [b, 0, f]`` (NWC/WIO).
+2. Transposes NHWC -> NCHW (``SINK``; NWC -> NCW for rank 3, :func:`sink`) move down
+   through layout-agnostic ops, which are rebuilt in NHWC: elementwise ops (operands of
+   rank 0 stay), ``reduce`` (dimensions remapped; a transpose after it only where the kept
+   dimensions change order), ``reduce_window`` (window, strides, dilations and padding
+   permuted), ``pad``, ``slice``, ``reverse`` and ``concatenate`` (their per-dimension
+   attributes permuted). An op moves when at least as many of its operands lose a
+   transpose as gain one (splat constants, ``broadcast_in_dim`` and ``iota`` are rebuilt in
+   NHWC for free); transposes NCHW -> NHWC (``HOIST``) move up through those ops the same
+   way when every user of the op is one.
 3. Transposes of transposes compose, identities vanish, dead ops are removed.
 
 So conv -> batch norm -> ReLU -> (max pool) -> conv keeps NHWC inside, forward and backward;
 @main's arguments and results keep their types (parameters, checkpoints and ``.numpy()`` stay
 in the user's layout: the transposes left are at the edges, e.g. on each weight and its
-gradient). Not covered: 1-D and 3-D convolutions, ops inside control-flow regions, and
-reshape, gather, scatter, dot_general and broadcast_in_dim of a transposed operand (the
-transpose stops there). XLA:CPU runs every convolution in NHWC/HWIO anyway: conv2d and its
+gradient). Not covered: 3-D convolutions, ops inside control-flow regions, and reshape,
+gather, scatter, dot_general and broadcast_in_dim of a transposed operand, and a ``pad``
+with interior padding (the transpose stops there; the last one because XLA:CPU would fold
+it into the convolution it feeds as a base dilation, which its simplifier aborts on). XLA:CPU runs every convolution in NHWC/HWIO anyway: conv2d and its
 two gradients gave bitwise-equal results with and without the pass (three shapes, strides
 and groups included); but a moved reduce (batch norm's statistics) may sum in another order
 (a ResNet-18 step's loss moved by 2e-4 relative after three steps), so the pass is
@@ -46,10 +49,18 @@ from hlotrace.passes.registry import register_pass
 from hlotrace.passes.rewrite import remove_dead_ops
 from hlotrace.runtime.jaxlib_compat import ir, stablehlo
 
-# transpose(x, SINK) reads NHWC x as NCHW: user dimension i lives at internal dimension SINK[i].
-SINK = (0, 3, 1, 2)
-HOIST = (0, 2, 3, 1)  # its inverse: NCHW -> NHWC
+RANKS = (3, 4)  # of the convolutions rewritten: 1-D (NCW/OIW) and 2-D (NCHW/OIHW)
 MAX_SWEEPS = 64
+
+
+def sink(rank: int) -> tuple[int, ...]:
+    """transpose(x, sink(rank)) reads channels-last x as channels-first: user dimension i
+    lives at internal dimension sink(rank)[i] ((0, 3, 1, 2) for NHWC -> NCHW)."""
+    return (0, rank - 1, *range(1, rank - 1))
+
+
+SINK = sink(4)
+HOIST = (0, 2, 3, 1)  # its inverse: NCHW -> NHWC
 
 ELEMENTWISE = frozenset(
     "stablehlo." + name
@@ -88,7 +99,7 @@ def internal(values, perm) -> list:
     return out
 
 
-def _producer(value):
+def producer(value):
     owner = value.owner
     return owner.operation if isinstance(owner, ir.Operation | ir.OpView) else None
 
@@ -110,7 +121,7 @@ def _attributes(op) -> dict:
 
 
 def _is_transpose(value, perm) -> bool:
-    op = _producer(value)
+    op = producer(value)
     return op is not None and op.name == "stablehlo.transpose" and _perm(op) == tuple(perm)
 
 
@@ -126,27 +137,28 @@ def transpose(value, perm) -> ir.Value:
 
 
 def _rewrite_convolution(op) -> bool:
-    """``op`` (a 2-D convolution) as an NHWC/HWIO one between transposes; False when it
-    already is one or is not 2-D."""
-    if len(_shape(op.operands[0])) != 4:
+    """``op`` (a 1-D or 2-D convolution) as a channels-last one (NWC/WIO, NHWC/HWIO) between
+    transposes; False when it already is one or has another rank."""
+    rank = len(_shape(op.operands[0]))
+    if rank not in RANKS:
         return False
     n = stablehlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
     lhs = (n.input_batch_dimension, *n.input_spatial_dimensions, n.input_feature_dimension)
     kernel = (*n.kernel_spatial_dimensions, n.kernel_input_feature_dimension, n.kernel_output_feature_dimension)
     out = (n.output_batch_dimension, *n.output_spatial_dimensions, n.output_feature_dimension)
-    if lhs == kernel == out == (0, 1, 2, 3):
+    if lhs == kernel == out == tuple(range(rank)):
         return False
     attributes = _attributes(op)
     attributes["dimension_numbers"] = stablehlo.ConvDimensionNumbers.get(
         input_batch_dimension=0,
-        input_feature_dimension=3,
-        input_spatial_dimensions=[1, 2],
-        kernel_output_feature_dimension=3,
-        kernel_input_feature_dimension=2,
-        kernel_spatial_dimensions=[0, 1],
+        input_feature_dimension=rank - 1,
+        input_spatial_dimensions=list(range(1, rank - 1)),
+        kernel_output_feature_dimension=rank - 1,
+        kernel_input_feature_dimension=rank - 2,
+        kernel_spatial_dimensions=list(range(rank - 2)),
         output_batch_dimension=0,
-        output_feature_dimension=3,
-        output_spatial_dimensions=[1, 2],
+        output_feature_dimension=rank - 1,
+        output_spatial_dimensions=list(range(1, rank - 1)),
     )
     result = op.results[0]
     shape = _shape(result)
@@ -166,14 +178,14 @@ def _rewrite_convolution(op) -> bool:
 
 def _free(value) -> bool:
     """Whether ``value`` is rebuilt in another layout at no cost (see _in_layout)."""
-    op = _producer(value)
+    op = producer(value)
     return op is not None and op.name in ("stablehlo.constant", "stablehlo.broadcast_in_dim", "stablehlo.iota")
 
 
 def _in_layout(value, perm) -> ir.Value:
     """``value`` (user layout) in the layout ``transpose(., perm)`` reads back: its transpose's
     operand, a rebuilt splat, broadcast or iota, else a new transpose."""
-    op = _producer(value)
+    op = producer(value)
     shape = internal(_shape(value), perm)
     if _is_transpose(value, perm):
         return op.operands[0]
@@ -209,6 +221,10 @@ def _cost(op, perm) -> tuple[int, int]:
 
 def _movable(op, rank: int) -> bool:
     if op.name not in MOVABLE or (op.regions and op.name not in ("stablehlo.reduce", "stablehlo.reduce_window")):
+        return False
+    if op.name == "stablehlo.pad" and any(ir.DenseI64ArrayAttr(op.attributes["interior_padding"])):
+        # conv_transpose2d's dilated input (see its rule): moved next to the NHWC convolution,
+        # XLA folds it into a base dilation, and its simplifier aborts the process on some of those.
         return False
     shapes = [_shape(v) for v in op.operands if _shape(v)]
     if not shapes or any(len(s) != rank for s in shapes):
@@ -274,7 +290,7 @@ def move(op, perm) -> None:
 
 def _compose(op) -> bool:
     """transpose(transpose(x, p), q) -> transpose(x, p o q), or x for the identity."""
-    inner = _producer(op.operands[0])
+    inner = producer(op.operands[0])
     if inner is None or inner.name != "stablehlo.transpose":
         return False
     first, second = _perm(inner), _perm(op)
@@ -291,17 +307,19 @@ def _sweep(block) -> int:
         if op.name == "stablehlo.transpose":
             changed += _compose(op)
             continue
-        if not _movable(op, len(SINK)):
+        rank = next((len(s) for s in map(_shape, op.operands) if s), 0)
+        if rank not in RANKS or not _movable(op, rank):
             continue
-        saved, added = _cost(op, SINK)
+        down = sink(rank)
+        saved, added = _cost(op, down)
         if saved and added <= saved:
-            move(op, SINK)  # down: its operands' NHWC -> NCHW transposes end up after it
+            move(op, down)  # down: its operands' NHWC -> NCHW transposes end up after it
             changed += 1
             continue
         users = [use.owner for r in op.results for use in r.uses]
-        hoisted = [u for u in users if u.name == "stablehlo.transpose" and _perm(u) == HOIST]
+        hoisted = [u for u in users if u.name == "stablehlo.transpose" and _perm(u) == inverse(down)]
         if op.name != "stablehlo.reduce" and hoisted and len(hoisted) == len(users) and added <= len(hoisted):
-            move(op, SINK)  # up: its users' NCHW -> NHWC transposes now cancel with its new ones
+            move(op, down)  # up: its users' NCHW -> NHWC transposes now cancel with its new ones
             changed += 1
     return changed
 
@@ -320,7 +338,7 @@ def _check_options(options: dict) -> None:
     validate=_check_options,
 )
 def layout(module, options) -> None:
-    """NCHW/OIHW 2-D convolutions run as NHWC/HWIO; transposes moved to the program's edges and cancelled."""
+    """NCHW/OIHW (and NCW/OIW) convolutions run channels-last; transposes moved to the program's edges and cancelled."""
     block = main_function(module).regions[0].blocks[0]
     convolutions = [o.operation for o in block.operations if o.operation.name == "stablehlo.convolution"]
     if not sum(_rewrite_convolution(op) for op in convolutions):

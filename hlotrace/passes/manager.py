@@ -16,13 +16,14 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 
+import hlotrace.passes.selection as selection
 import hlotrace.runtime.jaxlib_compat as jaxlib_compat
 from hlotrace import config
 from hlotrace.errors import PassError
 from hlotrace.passes.ir_helpers import clone_module, main_function, module_asm, top_level  # noqa: F401  (public here too)
 from hlotrace.passes.op_count import count_ops
 from hlotrace.passes.options import check_options
-from hlotrace.passes.registry import PASSES, PASSES_ENV, PassDef
+from hlotrace.passes.registry import PASSES, PassDef
 from hlotrace.runtime.jaxlib_compat import ir
 
 DUMP_ENV = "HLOTRACE_DUMP_TO"
@@ -122,11 +123,13 @@ def pipeline_text(specs) -> str:
     return ",".join(str(s) for s in specs)
 
 
-def resolve(passes: str | None) -> str:
-    """The pipeline to run: ``passes`` when given, else $HLOTRACE_PASSES, else the default."""
+def resolve(passes: str | None, platform: str | None = None) -> str:
+    """The pipeline to run: ``passes`` when given, else $HLOTRACE_PASSES, else the default of
+    ``platform`` (a name as ``hlotrace.runtime.platform_name()`` gives it; None: the part of the
+    default every platform runs), as a compiled call on that platform would."""
     if passes is not None:
         return passes
-    return config.get(PASSES_ENV)
+    return selection.pipeline_named(selection.read_passes(), platform)
 
 
 def run(lowered, pipeline: str | tuple = "", *, dump_to: str | None = None):

@@ -7,18 +7,17 @@ import json
 import os
 import re
 
-from hlotrace.passes.registry import DEFAULT_PIPELINE
 from hlotrace.tools.checks import int_at_least
 from hlotrace.tools.common import CliError, _write_stdout, add_mesh_argument, add_target_arguments, target_program
 from hlotrace.tools.setup import add_setup_arguments
 
 DESCRIPTION = """\
 Compile a program (FILE.py:FUNC recorded once on random --input values, or a saved trace
-file; after --passes, default the default pipeline) and explain XLA's optimized module:
-for each instruction of its entry computation (a fusion, a dot, a copy, ...) the recorded
-ops it came from (record index and op name, from the locations hlotrace lowers with) and
-your source lines, its flops and bytes, and the executable's memory stats; the hottest
-source lines first.
+file; after --passes, default what xla_trace runs on that platform) and explain XLA's
+optimized module: for each instruction of its entry computation (a fusion, a dot, a copy,
+...) the recorded ops it came from (record index and op name, from the locations hlotrace
+lowers with) and your source lines, its flops and bytes, and the executable's memory
+stats; the hottest source lines first.
 
 An instruction computed inside a loop or a branch (a while's body, a conditional's branch)
 is attributed to the control-flow record that holds the region, with the nested record and
@@ -70,7 +69,7 @@ def add_parser(sub, formatter) -> None:
         formatter_class=formatter,
     )
     add_target_arguments(parser)
-    parser.add_argument("--passes", metavar="PIPELINE", help="the pass pipeline (default: the default pipeline)")
+    parser.add_argument("--passes", metavar="PIPELINE", help="the pass pipeline (default: what xla_trace runs there)")
     parser.add_argument(
         "--top", type=int_at_least(1), default=10, metavar="N", help="source lines to list (default: 10)"
     )
@@ -252,7 +251,10 @@ def format_report(report: dict, top: int) -> str:
 def run(args) -> int:
     if args.top < 1:
         raise CliError(f"--top must be at least 1, not {args.top}")
-    pipeline = DEFAULT_PIPELINE if args.passes is None else args.passes
+    from hlotrace.passes.manager import resolve  # lazy: loads jax
+    from hlotrace.runtime import platform_name  # lazy: loads jax
+
+    pipeline = resolve(args.passes, platform_name(args.platform))  # what xla_trace would run there
     try:
         trace, traced = target_program(args, pipeline)
         report = explain(trace, pipeline, args.platform, None if traced is None else traced.executable)

@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 import sys
 
+from hlotrace.passes.registry import default_pipeline, platform_defaults
+from hlotrace.tools.common import CliError
+
 DESCRIPTION = """\
 List every pass a pipeline may name: hlotrace's own passes (Python, in hlotrace/passes/ or
 registered by your code with @hlotrace.passes.register_pass) and MLIR's built-in passes, with
 their options and one-line descriptions. 'exact' passes never change a computed bit (the
 differential tests compare them bitwise). A pipeline is a comma-separated list, options in
 braces: 'simplify,fuse-reductions,cse,remat{policy=sqrt}'. xla_trace(passes=...) and
-$HLOTRACE_PASSES choose the pipeline; --default prints the one used otherwise. --check
+$HLOTRACE_PASSES choose the pipeline; otherwise a call runs its platform's default (the CPU
+adds 'layout', measured faster there; CUDA and other platforms run the common part until
+measured): --default prints each platform's, --default --platform NAME one's. --check
 PIPELINE parses a pipeline and prints its canonical form, checking every pass's options
 exactly as running the pipeline would (the same function): an unknown option or a bad value
 exits 2 naming the pass, the option, the value and the valid ones. MLIR's passes are listed
@@ -21,6 +26,7 @@ EPILOG = """\
 examples:
   hlotrace passes
   hlotrace passes --json
+  hlotrace passes --default --platform cpu
   hlotrace passes --check 'simplify,remat{budget=200MB}'
   HLOTRACE_PASSES='fuse-reductions,cse' python train.py
   hlotrace show step.trace.json --lower --passes 'simplify,fuse-elementwise' --dump-passes stages/"""
@@ -35,7 +41,8 @@ def add_parser(sub, formatter) -> None:
         formatter_class=formatter,
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
-    parser.add_argument("--default", action="store_true", help="print the default pipeline and exit")
+    parser.add_argument("--default", action="store_true", help="print each platform's default pipeline and exit")
+    parser.add_argument("--platform", metavar="NAME", help="with --default: only this platform's (cpu, cuda, a plugin)")
     parser.add_argument("--check", metavar="PIPELINE", help="parse PIPELINE; print its canonical form")
     parser.set_defaults(handler=run)
 
@@ -58,17 +65,23 @@ def passes_report() -> list[dict]:
 
 
 def run(args) -> int:
-    from hlotrace.passes import DEFAULT_PIPELINE, parse_pipeline, pipeline_text  # lazy: parse_pipeline loads jax
+    from hlotrace.passes import parse_pipeline, pipeline_text  # lazy: parse_pipeline loads jax
 
+    if args.platform is not None and not args.default:
+        raise CliError("--platform goes with --default")
     if args.default:
-        print(DEFAULT_PIPELINE or '""  (no passes)')
+        if args.platform is not None:
+            print(default_pipeline(args.platform.lower()) or '""  (no passes)')
+            return 0
+        for platform, pipeline in platform_defaults().items():
+            print(f"{platform:<5} {pipeline or '(no passes)'}")
         return 0
     if args.check is not None:
         print(pipeline_text(parse_pipeline(args.check)) or '""  (no passes)')
         return 0
     report = passes_report()
     if args.json:
-        json.dump({"passes": report, "default_pipeline": DEFAULT_PIPELINE}, sys.stdout, indent=2)
+        json.dump({"passes": report, "default_pipelines": platform_defaults()}, sys.stdout, indent=2)
         print()
         return 0
     width = max(len(p["name"]) for p in report)
@@ -78,6 +91,7 @@ def run(args) -> int:
         for option, text in p["options"].items():
             lines.append(f"{'':<{width}}  {'':<8}  {'':<5}    {{{option}=...}}  {text}")
     lines.append("")
-    lines.append(f"default pipeline: {DEFAULT_PIPELINE or '(none)'}")
+    lines.append("default pipeline (xla_trace without passes= or $HLOTRACE_PASSES), by platform:")
+    lines.extend(f"  {platform:<5} {pipeline or '(none)'}" for platform, pipeline in platform_defaults().items())
     print("\n".join(lines))
     return 0

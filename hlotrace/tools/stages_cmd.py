@@ -7,17 +7,16 @@ import sys
 
 from hlotrace.passes.op_count import RULE as OP_COUNT_RULE
 from hlotrace.passes.op_count import count_ops
-from hlotrace.passes.registry import DEFAULT_PIPELINE
 from hlotrace.tools.checks import check_writable
 from hlotrace.tools.common import CliError, _write_stdout, add_mesh_argument, add_target_arguments, target_program
 from hlotrace.tools.setup import add_setup_arguments
 
 DESCRIPTION = f"""\
 Show every stage a program goes through: the recorded trace, the StableHLO module as
-lowered, the module after each pass of the pipeline (--passes; default: the default
-pipeline, see 'hlotrace passes'), and the HLO module after XLA's own optimizations. The
-target is FILE.py:FUNC (recorded once on random inputs of the --input types, as 'hlotrace
-lower' does) or a saved trace file. Stages go to stdout, each under a '==== NN name ===='
+lowered, the module after each pass of the pipeline (--passes; default: what xla_trace
+runs on that platform, $HLOTRACE_PASSES or 'hlotrace passes --default'), and the HLO module
+after XLA's own optimizations. The target is FILE.py:FUNC (recorded once on random inputs
+of the --input types, as 'hlotrace lower' does) or a saved trace file. Stages go to stdout, each under a '==== NN name ===='
 header, or with -o DIR into one numbered file each (00-trace.txt, 01-stablehlo.mlir,
 02-after-simplify.mlir, ..., NN-xla-optimized.hlo); a summary line per stage (op counts,
 pass time) goes to stderr. StableHLO {OP_COUNT_RULE}, as in every hlotrace command; XLA's
@@ -51,7 +50,7 @@ def add_parser(sub, formatter) -> None:
         formatter_class=formatter,
     )
     add_target_arguments(parser)
-    parser.add_argument("--passes", metavar="PIPELINE", help="the pass pipeline (default: the default pipeline)")
+    parser.add_argument("--passes", metavar="PIPELINE", help="the pass pipeline (default: what xla_trace runs there)")
     parser.add_argument("-o", "--out", metavar="DIR", help="write one file per stage into DIR instead of stdout")
     parser.add_argument("--no-locations", action="store_true", help="print modules without loc(...) annotations")
     add_mesh_argument(parser)
@@ -106,7 +105,10 @@ def _kinds(hlo: str) -> str:
 def run(args) -> int:
     if args.out:
         check_writable(args.out, "-o", directory=True)
-    pipeline = DEFAULT_PIPELINE if args.passes is None else args.passes
+    from hlotrace.passes.manager import resolve  # lazy: loads jax
+    from hlotrace.runtime import platform_name  # lazy: loads jax
+
+    pipeline = resolve(args.passes, platform_name(args.platform))  # what xla_trace would run there
     try:
         trace, traced = target_program(args, pipeline)
         found = stages(trace, pipeline, args.platform, locations=not args.no_locations, traced=traced)

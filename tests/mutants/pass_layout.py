@@ -1,4 +1,5 @@
-"""Mutants of hlotrace/passes/layout.py (see TESTING.md)."""
+"""Mutants of hlotrace/passes/layout.py and of the platform default that runs it on the CPU
+(see TESTING.md)."""
 
 from hlotrace.testing.mutation import Mutant
 
@@ -68,5 +69,53 @@ MUTANTS = [
         replace="        composed = transpose(inner.operands[0], [second[p] for p in first])",
         why="transpose(transpose(x, p), q) is composed as q after p",
         ops=("conv2d", "conv2d_weight_grad"),
+    ),
+    Mutant(
+        id="interior-pad-moved-next-to-its-convolution",
+        file=FILE,
+        find='    if op.name == "stablehlo.pad" and any(ir.DenseI64ArrayAttr(op.attributes["interior_padding"])):',
+        replace='    if op.name == "stablehlo.pad" and False:',
+        why="conv_transpose2d's dilated input moves next to the NHWC convolution (XLA:CPU folds and aborts on some)",
+        ops=("conv_transpose2d",),
+    ),
+    Mutant(
+        id="conv1d-not-rewritten",
+        file=FILE,
+        find="RANKS = (3, 4)  # of the convolutions rewritten",
+        replace="RANKS = (4,)  # of the convolutions rewritten",
+        why="the pass generalized by rank still skips 1-D convolutions",
+        ops=("conv1d",),
+    ),
+    Mutant(
+        id="conv1d-spatial-dimensions-left-2d",
+        file=FILE,
+        find="        input_spatial_dimensions=list(range(1, rank - 1)),",
+        replace="        input_spatial_dimensions=[1, 2],",
+        why="the channels-last dimension numbers keep the 2-D spatial dimensions for a 1-D convolution",
+        ops=("conv1d",),
+    ),
+    Mutant(
+        id="cpu-default-without-layout",
+        file="hlotrace/passes/registry.py",
+        find='PLATFORM_PASSES: dict[str, str] = {"cpu": "layout"}',
+        replace="PLATFORM_PASSES: dict[str, str] = {}",
+        why="the CPU's default pipeline loses layout (its measured win gone without an error)",
+        ops=("conv2d",),
+    ),
+    Mutant(
+        id="entry-key-holds-the-request-not-the-pipeline",
+        file="hlotrace/traced.py",
+        find="        key = [pipeline, self.precision or read_precision()]  # the precision as __call__ keys it",
+        replace="        key = [self.passes, self.precision or read_precision()]  # the precision as __call__ keys it",
+        why="a compiled entry is keyed by passes= (None) rather than the pipeline resolved: a changed default reuses it",
+        ops=("conv2d",),
+    ),
+    Mutant(
+        id="platform-memo-ignores-the-variable",
+        file="hlotrace/passes/selection.py",
+        find="    key = (platform, read_platform())",
+        replace="    key = (platform,)",
+        why="the platform a call compiles for is remembered across a change of $HLOTRACE_PLATFORM",
+        ops=("conv2d",),
     ),
 ]

@@ -35,7 +35,7 @@ from hlotrace.errors import PassError
 from hlotrace.jit import xla_trace
 from hlotrace.ops import OPS
 from hlotrace.ops.registry import is_differentiable
-from hlotrace.passes.layout import HOIST, SINK, inverse
+from hlotrace.passes.layout import HOIST, SINK, inverse, producer
 from hlotrace.runtime.jaxlib_compat import ir
 from hlotrace.tensor import Tensor
 from hlotrace.testing.check import example_seed
@@ -43,7 +43,7 @@ from hlotrace.testing.differential import run_lowered
 from hlotrace.testing.pass_check import pass_differential_test
 from hlotrace.testing.tolerances import assert_close, tolerance_for
 
-PIPELINES = ["layout", f"{passes.DEFAULT_PIPELINE},layout"]
+PIPELINES = ["layout", passes.default_pipeline("cpu")]  # alone, and as the CPU runs it by default
 FAMILIES = ("conv", "pooling", "normalization")
 LAYOUT_OPS = sorted(name for name, op in OPS.items() if op.sample is not None and op.family in FAMILIES)
 EXAMPLES = 4
@@ -64,20 +64,22 @@ def test_op_samples_alone(name, hypothesis_base_seed):
 
 
 def _behind_convolutions(op, sample):
-    """(function, host inputs): ``op`` on its sample, each 4-D float operand the output of a
-    1x1 conv2d (random kernel, an input too), with the gradient of sum(w * op) when the op is
-    differentiable."""
+    """(function, host inputs): ``op`` on its sample, each 4-D (3-D) float operand the output
+    of a 1x1 conv2d (size-1 conv1d) with a random kernel, an input too, with the gradient of
+    sum(w * op) when the op is differentiable."""
     args = list(sample.args)
     rng = np.random.default_rng(len(args))
-    fed = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.ndim == 4 and dt.is_floating(a.dtype)]
+    fed = [i for i, a in enumerate(args) if _channels_first(a)]
     others = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and i not in fed]
-    kernels = [rng.standard_normal((args[i].shape[1],) * 2 + (1, 1)).astype(args[i].dtype) for i in fed]
+    kernels = [
+        rng.standard_normal((args[i].shape[1],) * 2 + (1,) * (args[i].ndim - 2)).astype(args[i].dtype) for i in fed
+    ]
 
     def value(*tensors):
         xs, ks, rest = tensors[: len(fed)], tensors[len(fed) : 2 * len(fed)], tensors[2 * len(fed) :]
         filled = [Tensor._from_array(np.array(a)) if isinstance(a, np.ndarray) else a for a in args]
         for i, x, k in zip(fed, xs, ks, strict=True):
-            filled[i] = F.conv2d(x, k)
+            filled[i] = F.conv2d(x, k) if len(x.shape) == 4 else F.conv1d(x, k)
         for i, t in zip(others, rest, strict=True):
             filled[i] = t
         return apply(op, *filled, **sample.attrs)
@@ -92,9 +94,21 @@ def _behind_convolutions(op, sample):
     return (lambda *xs: (value(*xs[:-1]), *gradient(*xs))), [*inputs, weights]
 
 
+def _channels_first(a) -> bool:
+    """A float operand a convolution can produce (only its batch may be empty)."""
+    return isinstance(a, np.ndarray) and a.ndim in (3, 4) and dt.is_floating(a.dtype) and all(a.shape[1:])
+
+
+CHANNELS_LAST = {3: "[b, 0, f]x[0, i, o]->[b, 0, f]", 4: "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]"}
+
+
+def _channels_last(convolution) -> bool:
+    return CHANNELS_LAST[len(ir.RankedTensorType(convolution.operands[0].type).shape)] in str(convolution)
+
+
 def _check_behind_convolutions(op, sample) -> None:
-    if not any(isinstance(a, np.ndarray) and a.ndim == 4 and dt.is_floating(a.dtype) for a in sample.args):
-        return  # no NCHW operand to put a convolution in front of
+    if not any(_channels_first(a) for a in sample.args):
+        return  # no NCHW (NCW) operand to put a convolution in front of
     fn, inputs = _behind_convolutions(op, sample)
     traced = xla_trace(fn, passes="", capture_as_const=True)
     traced(*[Tensor._from_array(np.array(a)) for a in inputs])
@@ -102,7 +116,7 @@ def _check_behind_convolutions(op, sample) -> None:
     for pipeline in PIPELINES:
         optimized = passes.run(traced.lowered, pipeline)
         convolutions = [o for o in _ops(optimized.module) if o.name == "stablehlo.convolution"]
-        assert convolutions and all("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]" in str(c) for c in convolutions)
+        assert convolutions and all(_channels_last(c) for c in convolutions)
         actual = run_lowered(optimized, inputs)
         for a, e in zip(actual, expected, strict=True):
             assert_close(
@@ -215,6 +229,50 @@ def test_a_conv_bn_relu_chain_keeps_nhwc_inside():
     assert_close(actual[0], expected[0], tolerance_for("conv2d", np.float32))
     only_convs = passes.run(traced.lowered, "layout{move=false}")
     assert len(_non_trivial_transposes(only_convs.module)) == 6
+
+
+def test_a_conv1d_chain_keeps_nwc_inside():
+    """The 1-D form: conv1d -> centering -> ReLU -> conv1d runs NWC/WIO between transposes of
+    the input, the two weights and the result."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 9)).astype(np.float32)
+    w1 = rng.standard_normal((4, 3, 3)).astype(np.float32)
+    w2 = rng.standard_normal((5, 4, 3)).astype(np.float32)
+
+    def chain(x, w1, w2):
+        h = F.conv1d(x, w1, padding=1)
+        h = F.relu(h - F.mean(h, axis=(0, 2), keepdims=True))
+        return F.relu(F.conv1d(h, w2, padding=1, stride=2))
+
+    traced = xla_trace(chain, passes="")
+    traced(*[ht.tensor(a) for a in (x, w1, w2)])
+    out = passes.run(traced.lowered, "layout")
+    convolutions = [o for o in _ops(out.module) if o.name == "stablehlo.convolution"]
+    assert len(convolutions) == 2 and all(_channels_last(c) for c in convolutions)
+    assert len(_non_trivial_transposes(out.module)) == 4
+    expected, actual = run_lowered(traced.lowered, [x, w1, w2]), run_lowered(out, [x, w1, w2])
+    assert_close(actual[0], expected[0], tolerance_for("conv1d", np.float32))
+
+
+def test_a_dilated_input_stays_apart_from_its_convolution():
+    """conv_transpose2d's rule dilates a small input with an interior pad, as XLA:CPU's
+    simplifier aborts the process on a base-dilated convolution whose kernel reaches past
+    its input; next to an NHWC convolution XLA folded that pad back into one (the spmd
+    differential's sample: x (1, 2, 3, 1), w (2, 2, 2, 3), stride 2, dilation (1, 2)), so
+    an interior pad stays where it is."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 3, 1)).astype(np.float32)
+    w = rng.standard_normal((2, 2, 2, 3)).astype(np.float32)
+    traced = xla_trace(
+        lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=(0, 1), dilation=(1, 2)), passes=""
+    )
+    traced(ht.tensor(x), ht.tensor(w))
+    out = passes.run(traced.lowered, passes.default_pipeline("cpu"))
+    convolutions = [o for o in _ops(out.module) if o.name == "stablehlo.convolution"]
+    assert convolutions and "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]" in str(convolutions[0])
+    assert producer(convolutions[0].operands[0]).name == "stablehlo.transpose"  # not the pad
+    expected, actual = run_lowered(traced.lowered, [x, w]), run_lowered(out, [x, w])  # this compile aborted
+    assert_close(actual[0], expected[0], tolerance_for("conv_transpose2d", np.float32))
 
 
 def test_a_program_without_convolutions_is_untouched():

@@ -43,7 +43,7 @@ import numpy as np
 from hlotrace import passes
 from hlotrace.errors import HlotraceError
 from hlotrace.ops.registry import OPS
-from hlotrace.passes.registry import DEFAULT_PIPELINE, PASSES
+from hlotrace.passes.registry import PASSES, platform_defaults
 from hlotrace.testing.fuzz.compare import (
     ILL_CONDITIONED,
     PERTURBATIONS,
@@ -128,12 +128,12 @@ class Oracles:
     eager_device: str = "short"
 
     def pass_names(self) -> tuple[str, ...]:
-        """The passes to check, in pipeline order: the default pipeline's, then the rest."""
+        """The passes to check, in pipeline order: every platform's default pipeline's, then the rest."""
         if self.passes is not None:
             return self.passes
         from hlotrace.passes.manager import parse_pipeline  # lazy: loads jax and hlotrace's own passes
 
-        default = [spec.name for spec in parse_pipeline(DEFAULT_PIPELINE)]
+        default = list(dict.fromkeys(s.name for p in platform_defaults().values() for s in parse_pipeline(p)))
         return (*default, *sorted(set(PASSES) - set(default)))
 
 

@@ -47,9 +47,10 @@ def default_pipeline(platform: str | None) -> str:
     >>> default_pipeline("cpu")
     'simplify,elide-guards,cse,fuse-reductions,layout'
     """
-    platform = "cuda" if platform == "gpu" else platform  # jaxlib's CUDA client says "gpu"
-    extra = PLATFORM_PASSES.get(platform, "") if platform is not None else ""
-    return ",".join(part for part in (DEFAULT_PIPELINE, extra) if part)
+    extra = PLATFORM_PASSES.get("cuda" if platform == "gpu" else platform)  # jaxlib's CUDA client says "gpu"
+    if not extra:
+        return DEFAULT_PIPELINE
+    return f"{DEFAULT_PIPELINE},{extra}" if DEFAULT_PIPELINE else extra
 
 
 def platform_defaults() -> dict[str, str]:

@@ -235,8 +235,9 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "HLOTRACE_TIERED_COMPILE", _ON_OFF, parse_bool, False,
-            "with `first_call=\"compiled\"` on the CPU: the first call runs a quickly compiled executable while the "
-            "optimized one compiles in the background",
+            "on the CPU, with `first_call=\"compiled\"` and in the device eager engine: a first call (an op's first "
+            "application) runs a quickly compiled executable while the optimized one, which every later call runs, "
+            "compiles in the background",
             "0", ("1", "0", "yes", "off", "TRUE"), ("maybe", "2", "enabled"),
         ),
         Variable(

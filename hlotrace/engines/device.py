@@ -45,7 +45,7 @@ SCALAR_CAPACITY = 1024  # device buffers of Python scalar operands kept (all dro
 class DeviceEngine:
     """Runs op applications as cached one-op executables on one platform's default device."""
 
-    def __init__(self, platform: str | None = None, capacity: int = CAPACITY, quick_first: bool = True):
+    def __init__(self, platform: str | None = None, capacity: int = CAPACITY, quick_first: bool | None = None):
         self.platform = runtime.platform_name(platform)
         self.capacity = capacity
         self.quick_first = quick_first
@@ -95,7 +95,7 @@ class DeviceEngine:
         self._runners.move_to_end(key)
         COUNTS["eager_cache_hits"] += 1
         if entry[2] is not None:
-            _settle(entry)
+            _settle(entry)  # tiered: the second application runs the optimized executable
         COUNTS["eager_executions"] += 1
         return entry[0](buffers)
 
@@ -112,8 +112,8 @@ class DeviceEngine:
         return entry
 
     def _touch(self, key, entry) -> None:
-        """A cache hit: ``entry`` becomes the most recently used, counted, and switched to its
-        optimized executable when the background compile has finished."""
+        """A cache hit: ``entry`` becomes the most recently used, counted, and (tiered) switched
+        to its optimized executable, waiting for its background compile if needed."""
         self._runners.move_to_end(key)
         COUNTS["eager_cache_hits"] += 1
         if entry[2] is not None:  # a quickly compiled executable: is the optimized one ready?
@@ -148,10 +148,14 @@ class DeviceEngine:
         text = lowered.text()
         COUNTS["eager_compiles"] += 1
         upgrade = None
-        if self.quick_first and self.platform == "cpu":
-            # LLVM at -O0 first (several times faster to compile: a model's first eager step
-            # compiles every op it uses); the optimized executable compiles in the background
-            # and replaces it once done (_settle).
+        quick_first = tiered.enabled() if self.quick_first is None else self.quick_first
+        if quick_first and self.platform == "cpu":
+            # Tiered (opt-in, $HLOTRACE_TIERED_COMPILE): LLVM at -O0 first (several times faster
+            # to compile: a model's first eager step compiles every op it uses) for the first
+            # application only; the optimized executable compiles in the background and runs
+            # every later one (_settle waits for it). A fixed schedule, not a race: the quick
+            # executable rounds differently (tanh, matmul), so swapping it whenever the compile
+            # finished made results depend on the machine's speed.
             exe, upgrade = tiered.compile_first(
                 text, lowered.in_avals, lowered.out_avals, platform="cpu", setting=True, eager=True
             )
@@ -196,7 +200,7 @@ class DeviceEngine:
         """Wait for every optimized executable still compiling in the background, and use it."""
         for entry in self._runners.values():
             if entry[2] is not None:
-                _settle(entry, wait=True)
+                _settle(entry)
 
     def clear(self) -> None:
         """Drop every cached executable and scalar buffer."""
@@ -253,13 +257,11 @@ def _runner(exe, single: bool):
     return runner
 
 
-def _settle(entry, wait: bool = False) -> None:
-    """Switch ``entry`` ([runner, executable, upgrade, single]) to its optimized executable
-    once the background compile is done (``wait``: wait for it); keep the quick one if XLA
+def _settle(entry) -> None:
+    """Switch ``entry`` ([runner, executable, upgrade, single]) to its optimized executable,
+    waiting for the background compile if it is still running; keep the quick one if XLA
     failed it."""
     upgrade = entry[2]
-    if not wait and (upgrade.future is None or not upgrade.future.done()) and not upgrade.on_disk:
-        return
     optimized = upgrade.result()
     entry[2] = None
     if optimized is not None:

@@ -132,3 +132,23 @@ MUTANTS.append(
         why="a split input reuses the executable compiled for a replicated one of its aval (or another mesh's)",
     )
 )
+# Tiering of the engine's one-op executables (eleventh session): opt-in, on a fixed schedule.
+MUTANTS += [
+    Mutant(
+        id="quick-executables-by-default",
+        file=DEVICE,
+        find="        quick_first = tiered.enabled() if self.quick_first is None else self.quick_first\n",
+        replace="        quick_first = True if self.quick_first is None else self.quick_first\n",
+        why="every op's first applications run the -O0 executable (tanh, matmul round differently) until the optimized one is ready",
+    ),
+    Mutant(
+        id="tiered-swap-races-the-compile",
+        file=DEVICE,
+        find="    upgrade = entry[2]\n    optimized",
+        replace=(
+            "    upgrade = entry[2]\n    if (upgrade.future is None or not upgrade.future.done()) and not upgrade.on_disk:\n"
+            "        return\n    optimized"
+        ),
+        why="the quick executable keeps running until its optimized compile happens to finish: results depend on the machine's speed",
+    ),
+]

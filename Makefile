@@ -55,7 +55,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_JOBS)
 
 test-thorough: $(STAMP)
-	HLOTRACE_HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest tests/test_op_properties.py
+	HLOTRACE_HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest tests/test_op_properties.py tests/test_sample_contract.py
 
 # The generated property and gradient tests under SEEDS random base seeds, ci's example
 # budget (not part of `make test`; TESTING.md, "Issue 24"). Extra options: SEEDS_ARGS="--profile dev -k divide".

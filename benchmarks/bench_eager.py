@@ -20,8 +20,9 @@ engine and <= 1.3x jax op-by-op; the first eager step <= 1.0x jax op-by-op's fir
 
 3. ``--resnet``: examples/resnet.py's ResNet-18 (CIFAR stem, batch 32, SGD momentum), the
    issue's model: eager steps under the device and NumPy engines vs jax op by op (first and
-   steady; the device engine's second step still runs the quick -O0 executables, then the
-   benchmark waits for their optimized versions, ``settle()``, and times the steady steps), and the first call of its ``xla_trace`` step (eager on the device, or
+   steady; with HLOTRACE_TIERED_COMPILE=1 the device engine's first step runs quick -O0
+   executables and its second waits for their optimized versions; ``settle()`` then waits for
+   what is left before the steady steps are timed), and the first call of its ``xla_trace`` step (eager on the device, or
    ``first_call="compiled"``; eager on NumPy with ``--numpy-first-call``) vs ``jax.jit``'s.
 4. ``--gpt``: the same for examples/gpt.py's decoder at the issue's size (6 layers, d 384,
    128 tokens, batch 8; clip_grad_norm_ + AdamW with decay groups).
@@ -301,7 +302,7 @@ def ported_eager(case, argv: list[str], repeat: int) -> dict:
             return _timed(lambda: traced(*batch, **{holder: net}, opt=opt, gm=gm).numpy())
 
     steady = max(repeat, 3)
-    device = eager_steps("device", 2 + steady)  # first, second (on -O0 executables), settle, steady
+    device = eager_steps("device", 2 + steady)  # first, second, settle, steady
     jax_eager = jax_steps(1 + steady, jit=False)
     numpy_ = eager_steps("numpy", numpy_steps)
     e = {
@@ -315,8 +316,8 @@ def ported_eager(case, argv: list[str], repeat: int) -> dict:
     }
     rows = [
         ["eager step: device engine", fmt_time(e["device_first"]), fmt_time(e["device_step"])],
-        ["  its second step (quick -O0 executables)", fmt_time(e["device_second"]), "-"],
-        ["  then waiting for the optimized ones (settle)", fmt_time(e["device_settle"]), "-"],
+        ["  its second step", fmt_time(e["device_second"]), "-"],
+        ["  then settle() (tiered: optimized executables left)", fmt_time(e["device_settle"]), "-"],
         ["eager step: jax op by op (no jit)", fmt_time(e["jax_first"]), fmt_time(e["jax_step"])],
         ["eager step: NumPy engine", "-", fmt_time(e["numpy_step"])],
     ]

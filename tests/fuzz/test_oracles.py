@@ -206,3 +206,17 @@ def test_the_judge_computes_with_integers_in_float64_where_the_op_reads_them_as_
     program = _program(lambda y: F.one_hot(y, 3), labels)
     (judge,) = outputs(program.trace, program.inputs, wide=True)
     assert np.array_equal(judge, np.eye(3)[labels])
+
+
+def test_an_op_inside_a_branch_brings_its_tolerance_entry():
+    """Fuzzer seed 1926383459 (session seed 11), shrunk: maximum(+0.0, -0.0) inside a switch
+    branch was a "rule bug" (NumPy returned -0.0, XLA +0.0), because only the switch's own
+    entry was read; the table lets maximum return either zero, inside a region as outside."""
+    a = np.array([[-313.75], [-0.0], [4953.25]])
+
+    def fn(i, a, b):
+        return F.switch(i, (lambda a, b: (a, F.maximum(b - a, a)), lambda a, b: (a, b)), a, b)[1]
+
+    program = _program(fn, np.int32(0), a, a.copy())
+    assert not output_tolerance(program, program.trace.outputs[0]).signed_zeros
+    assert [f.kind for f in check(program, Oracles(passes=())).findings] == []

@@ -1,7 +1,8 @@
 """Compare a program's results: the tolerance of each output and the masks of disagreeing elements.
 
 The tolerance of a program output (the one tolerance table, widened by a stated rule):
-  - per op: the table's entry of each record on the output's path, at the output's dtype;
+  - per op: the table's entry of each record on the output's path, at the output's dtype
+    (a control-flow record's: its own and those of every float record in its regions);
     the output gets the largest, times the number of float records on the path (to first
     order rounding errors add up along a chain);
   - widened per element by 4 x the larger of |eager - float64 judge| and |eager - eager
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlotrace.records import regions_of
 from hlotrace.testing.fuzz.evaluate import is_float
 from hlotrace.testing.fuzz.program import Program
 from hlotrace.testing.tolerances import Tolerance, mismatches, tolerance_for
@@ -52,12 +54,28 @@ def record_tolerance(program: Program, index: int) -> Tolerance | None:
     return tolerance_for(record.op, dtype) if is_float(dtype) else None
 
 
+def region_tolerances(record) -> list[Tolerance]:
+    """The table's entries of the float records inside ``record``'s regions (nested ones
+    included): a ``maximum`` in a branch may return either zero, as it may outside one."""
+    found = []
+    for value in record.attrs.values():
+        for region in regions_of(value):
+            for inner in region.records:
+                dtype = region.table.vars[inner.outputs[0]].dtype if inner.outputs else None
+                if dtype is not None and is_float(dtype):
+                    found.append(tolerance_for(inner.op, dtype))
+                found.extend(region_tolerances(inner))
+    return found
+
+
 def output_tolerance(program: Program, var_id: int) -> Tolerance:
     dtype = program.trace.vars[var_id].dtype
     if not is_float(dtype):
         return tolerance_for("", dtype)
     path = path_records(program, var_id)
-    table = [t for t in (record_tolerance(program, i) for i in path) if t is not None] or [tolerance_for("", dtype)]
+    table = [t for t in (record_tolerance(program, i) for i in path) if t is not None]
+    table += [t for i in path for t in region_tolerances(program.trace.records[i])]
+    table = table or [tolerance_for("", dtype)]
     # Each record's entry at its own dtype: a float32 op's error stays float32-sized when a
     # later astype widens its result.
     scale = max(1, len(table))

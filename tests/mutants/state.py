@@ -75,8 +75,8 @@ MUTANTS = [
     Mutant(
         id="state-inside-recording-untracked",
         file=OPTIMIZER,
-        find="                        state[name] = _recorded_full(shape, self._initial_state(group, name), dtype)\n",
-        replace="                        state[name] = _new_tensor(np.full(shape, self._initial_state(group, name), dtype))\n",
+        find="                        state[name] = _recorded_full(p.shape, self._initial_state(group, name), p.dtype)\n",
+        replace="                        state[name] = _new_tensor(np.full(p.shape, self._initial_state(group, name), p.dtype))\n",
         why="an optimizer built inside the step makes its state outside the recording",
     ),
     Mutant(

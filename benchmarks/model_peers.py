@@ -159,9 +159,9 @@ def cnn_loss(jax, jnp, lax, channels_last: bool = False):
     return loss
 
 
-def transformer_loss(jax, jnp, example, heads):
-    """examples/train_transformer.py's 2-layer causal LM, cross-entropy over the copy half."""
-    k = example.K
+def _transformer_pieces(jnp):
+    """(layer_norm, linear) on dicts of arrays keyed by PyTorch's parameter names (biased
+    variance, eps 1e-5; ``x @ W.T + b``)."""
 
     def layer_norm(x, p, name):
         mean = x.mean(-1, keepdims=True)
@@ -170,6 +170,15 @@ def transformer_loss(jax, jnp, example, heads):
 
     def linear(x, p, name):
         return x @ p[f"{name}.weight"].T + p[f"{name}.bias"]
+
+    return layer_norm, linear
+
+
+def transformer_loss(jax, jnp, example, heads):
+    """examples/train_transformer.py's 2-layer causal LM, cross-entropy over the copy half."""
+    k = example.K
+
+    layer_norm, linear = _transformer_pieces(jnp)
 
     def attention(x, p, name):
         n, length, dim = x.shape
@@ -253,13 +262,7 @@ def gpt_loss(jax, jnp, config):
     """nanoGPT's decoder (tied head, exact GELU, causal attention), ``ignore_index=-1``."""
     n_head, n_layer = config.n_head, config.n_layer
 
-    def layer_norm(x, p, name):
-        mean = x.mean(-1, keepdims=True)
-        var = ((x - mean) ** 2).mean(-1, keepdims=True)
-        return (x - mean) / jnp.sqrt(var + 1e-5) * p[f"{name}.weight"] + p[f"{name}.bias"]
-
-    def linear(x, p, name):
-        return x @ p[f"{name}.weight"].T + p[f"{name}.bias"]
+    layer_norm, linear = _transformer_pieces(jnp)
 
     def loss(p, buffers, idx, targets):
         b, t = idx.shape

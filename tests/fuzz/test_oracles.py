@@ -220,3 +220,17 @@ def test_an_op_inside_a_branch_brings_its_tolerance_entry():
     program = _program(fn, np.int32(0), a, a.copy())
     assert not output_tolerance(program, program.trace.outputs[0]).signed_zeros
     assert [f.kind for f in check(program, Oracles(passes=())).findings] == []
+
+
+def test_a_weight_gradient_convolution_is_skipped_before_it_kills_the_interpreter():
+    """conv2d_weight_grad's feature-major output ([f, b, 0, 1]) aborts the reference
+    interpreter: 34 of 40 such fuzz programs killed the worker before the check named it."""
+    x, dy = np.ones((1, 1, 5, 4), np.float32), np.ones((1, 2, 3, 2), np.float32)
+    program = _program(
+        lambda x, dy: F.conv2d_weight_grad(x, dy, kernel_size=(1, 2), stride=(2, 2), padding=(0, 0)), x, dy
+    )
+    from hlotrace.lowering import lower_trace
+
+    text = lower_trace(program.trace).text()
+    assert "feature-major" in unsupported_reason(text)
+    assert unsupported_reason(lower_trace(_program(lambda x: F.conv2d(x, x[:, :, :2, :2]), x).trace).text()) is None

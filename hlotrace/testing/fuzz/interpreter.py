@@ -25,11 +25,17 @@ _UNSUPPORTED = re.compile(
     r"stablehlo\.rng\b|rng_bit_generator|custom_call|cholesky|"
     r"stablehlo\.(?:divide|remainder)\b[^\n]*tensor<(?:[0-9]+x)*u?i\d+>"
 )
+# A convolution whose output is feature-major (``->[f, b, ...]``, as conv2d_weight_grad's)
+# aborts the interpreter ("Incompatible index and shape found while flattening index";
+# jaxlib 0.10.2): such a module is skipped with that reason instead of killing the worker.
+_FEATURE_MAJOR_CONVOLUTION = re.compile(r"stablehlo\.convolution\b[^\n]*->\[f, b")
 TIMEOUT_SECONDS = 5.0  # the interpreter's reduce_window and gathers are slow; longer counts as skipped
 
 
 def unsupported_reason(module_text: str) -> str | None:
     """Why the interpreter cannot run ``module_text`` (None: it can)."""
+    if _FEATURE_MAJOR_CONVOLUTION.search(module_text):
+        return "the interpreter aborts on a convolution with a feature-major output ([f, b, ...])"
     match = _UNSUPPORTED.search(module_text)
     return None if match is None else f"the interpreter does not run {match.group(0).split()[0]!r}"
 

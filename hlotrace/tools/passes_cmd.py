@@ -42,7 +42,11 @@ def add_parser(sub, formatter) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     parser.add_argument("--default", action="store_true", help="print each platform's default pipeline and exit")
-    parser.add_argument("--platform", metavar="NAME", help="with --default: only this platform's (cpu, cuda, a plugin)")
+    parser.add_argument(
+        "--platform",
+        choices=("cpu", "cuda"),
+        help="with --default: only this platform's (any other runs the common part, as cuda)",
+    )
     parser.add_argument("--check", metavar="PIPELINE", help="parse PIPELINE; print its canonical form")
     parser.set_defaults(handler=run)
 
@@ -71,7 +75,7 @@ def run(args) -> int:
         raise CliError("--platform goes with --default")
     if args.default:
         if args.platform is not None:
-            print(default_pipeline(args.platform.lower()) or '""  (no passes)')
+            print(default_pipeline(args.platform) or '""  (no passes)')
             return 0
         for platform, pipeline in platform_defaults().items():
             print(f"{platform:<5} {pipeline or '(no passes)'}")

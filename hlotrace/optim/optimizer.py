@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+import hlotrace.optim.steps as steps
 from hlotrace import dtypes as dt
 from hlotrace import functional as F
 from hlotrace import spmd_hooks
 from hlotrace.errors import HlotraceError, TraceError, argument_error
-from hlotrace.optim import steps
 from hlotrace.recording import current_recorder
 from hlotrace.tensor import Tensor
 from hlotrace.versions import GroupList, TrackedGroup, structure_changed

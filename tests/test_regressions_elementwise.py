@@ -80,3 +80,14 @@ def test_subtracting_a_negative_zero_constant_turns_negative_zero_positive():
     compiled, eager = _compiled(lambda t: t - -0.0, x)
     np.testing.assert_array_equal(np.signbit(eager), [False, False, False])
     np.testing.assert_array_equal(np.signbit(compiled), np.signbit(eager))
+
+
+def test_asinh_of_a_captured_negative_zero_keeps_its_sign():
+    # Fuzzer (seed 3982831695, session seed 13): XLA's constant folder gives asinh(-0.0) = +0.0
+    # for a splat constant (at run time it keeps the sign). The rule returns a zero as itself.
+    for dtype in ("float16", "float32", "float64"):
+        c = ht.tensor(np.full((1, 3), -0.0, dtype))
+        step = xla_trace(lambda: F.asinh(c), capture_as_const=True)
+        eager, compiled = step().numpy(), step().numpy()
+        assert np.signbit(eager).all(), dtype
+        np.testing.assert_array_equal(np.signbit(compiled), np.signbit(eager), err_msg=dtype)

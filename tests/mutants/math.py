@@ -271,13 +271,21 @@ MUTANTS = [
     Mutant(
         id="asinh-naive-log",
         file=RULES,
-        find='rule("asinh")(_float_unary(lambda x, aval: chlo.AsinhOp(x).result))',
+        find="    return hlo.select(zero, x, chlo.AsinhOp(x).result)\n",
         replace=(
-            'rule("asinh")(_float_unary(lambda x, aval: stablehlo.LogOp(stablehlo.AddOp(x, stablehlo.SqrtOp('
+            "    return hlo.select(zero, x, stablehlo.LogOp(stablehlo.AddOp(x, stablehlo.SqrtOp("
             "stablehlo.AddOp(stablehlo.MulOp(x, x).result, hlo.constant(1, aval.dtype, aval.shape)).result"
-            ").result).result).result))"
+            ").result).result).result)\n"
         ),
         why="asinh as log(x + sqrt(x² + 1)): x² overflows for large |x| and the sum cancels for x << 0",
+        ops=("asinh",),
+    ),
+    Mutant(
+        id="asinh-zero-folded",
+        file=RULES,
+        find="    return hlo.select(zero, x, chlo.AsinhOp(x).result)\n",
+        replace="    return chlo.AsinhOp(x).result\n",
+        why="asinh without its zero guard: XLA folds asinh of a captured -0.0 to +0.0",
         ops=("asinh",),
     ),
     Mutant(

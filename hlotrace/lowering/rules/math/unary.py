@@ -42,7 +42,16 @@ rule("tan")(_float_unary(lambda x, aval: stablehlo.TanOp(x).result))
 rule("arctan")(_float_unary(lambda x, aval: stablehlo.Atan2Op(x, hlo.constant(1, aval.dtype, aval.shape)).result))
 rule("asin")(_float_unary(lambda x, aval: chlo.AsinOp(x).result))
 rule("acos")(_float_unary(lambda x, aval: chlo.AcosOp(x).result))
-rule("asinh")(_float_unary(lambda x, aval: chlo.AsinhOp(x).result))
+
+
+def _asinh(x, aval):
+    """asinh, with a zero returned as itself: XLA's constant folder gives asinh(-0.0) = +0.0
+    for a splat constant (at run time XLA keeps the sign; NumPy does too)."""
+    zero = hlo.compare(x, hlo.constant(0, aval.dtype, aval.shape), "EQ", aval.dtype)
+    return hlo.select(zero, x, chlo.AsinhOp(x).result)
+
+
+rule("asinh")(_float_unary(_asinh))
 rule("acosh")(_float_unary(lambda x, aval: chlo.AcoshOp(x).result))
 rule("atanh")(_float_unary(lambda x, aval: chlo.AtanhOp(x).result))
 rule("reciprocal")(_float_unary(lambda x, aval: stablehlo.DivOp(hlo.constant(1, aval.dtype, aval.shape), x).result))

@@ -14,7 +14,9 @@ Groups (each becomes one composite whose decomposition is a private function):
 Each composite carries ``records`` (the trace records it was lowered from, ``"3:exp
 4:sum"``) and ``lines`` (the user's source lines) as attributes; constants the group reads
 are copied into the decomposition. A group is left alone when its results are used between
-its first and last op (no single place for the composite) or when it has one op.
+its first and last op (no single place for the composite), when it has one op, or when it
+computes from constants only (XLA folds it at compile time; inside a composite it would be
+computed at run time instead, and rounded as XLA's run-time rewrites round: x / 6 as x * (1/6)).
 
 XLA inlines composites: the compiled program is the unfused one, results are bitwise
 equal and steady-state time is unchanged (BENCHMARKS.md). What the composites are for is
@@ -113,6 +115,31 @@ def _groups(ops, position) -> list[tuple[str, list[int]]]:
     return sorted(result, key=lambda g: g[1][0])
 
 
+# Ops XLA does not fold however constant their operands (and that read no operand but are not
+# constants themselves).
+_NOT_FOLDED = frozenset(
+    {"stablehlo.optimization_barrier", "stablehlo.custom_call", "stablehlo.rng", "stablehlo.rng_bit_generator"}
+)
+
+
+def _constant_only(ops, position) -> set[int]:
+    """Positions of the ops computed from constants alone (constants, iotas, and pure ops of
+    those): what XLA's constant folder computes at compile time."""
+    folded: set[int] = set()
+    for i, op in enumerate(ops):
+        if op.name in _NOT_FOLDED or op.name == "func.return":
+            continue
+        operands = list(op.operands)
+        if not operands:
+            if op.name in ("stablehlo.constant", "stablehlo.iota"):
+                folded.add(i)
+            continue
+        producers = [_defining_op(v) for v in operands]
+        if all(p is not None and position.get(p) in folded for p in producers):
+            folded.add(i)
+    return folded
+
+
 def _outline(module, ops, position, name: str, members: list[int]) -> bool:
     inside = set(members)
     first, last = members[0], members[-1]
@@ -191,7 +218,12 @@ def fuse_elementwise(module, options) -> None:
     ops = [op.operation for op in block.operations]
     position = {op: i for i, op in enumerate(ops)}
     fusion = itertools.count()
-    groups = [(name or f"hlotrace.fusion.{next(fusion)}", members) for name, members in _groups(ops, position)]
+    folded = _constant_only(ops, position)
+    groups = [
+        (name or f"hlotrace.fusion.{next(fusion)}", members)
+        for name, members in _groups(ops, position)
+        if name is not None or not folded.issuperset(members)
+    ]
     # Groups may interleave, so positions change as they are outlined: each member op is
     # tagged with its group's number and found again by the tag.
     for k, (_, members) in enumerate(groups):

@@ -68,4 +68,11 @@ MUTANTS = [
         replace='DEFAULT_TARGET = "0.9.0"',
         why="the default target cannot express composites, so a plain export fails",
     ),
+    Mutant(
+        id="constant-groups-outlined",
+        file=FILE,
+        find="        if name is not None or not folded.issuperset(members)\n",
+        replace="",
+        why="a group computed from constants only is outlined: XLA computes it at run time instead of folding it (other rounding)",
+    ),
 ]

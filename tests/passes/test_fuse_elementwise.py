@@ -81,6 +81,25 @@ def test_a_single_op_is_not_outlined():
     assert _composites(out) == []
 
 
+def test_a_group_computed_from_constants_only_is_left_to_xlas_folder():
+    """Fuzzer (seed 3178024215, session seed 13): a captured constant's slice divided by 6
+    (adaptive_avg_pool2d_backward) gave 1.1666666666666665 outlined and ...667 without the
+    pass: XLA folded the plain module at compile time (an exact division) but computed the
+    composite at run time, where it rewrites x / 6 as x * (1/6)."""
+    c = ht.tensor(np.array([[6.0, -7.0], [2.0, 7.0]]))
+    x = _values()
+    traced = xla_trace(
+        lambda x: (F.adaptive_avg_pool2d_backward(c[1:, :1][None, None], (3, 2)), F.tanh(x) * 2.0),
+        passes="",
+        capture_as_const=True,
+    )
+    traced(ht.tensor(x))
+    out = passes.run(traced.lowered, "fuse-elementwise")
+    assert_bitwise_equal(run_lowered(out, [x]), run_lowered(traced.lowered, [x]), "fuse-elementwise")
+    outlined = [[r.split(":")[1] for r in records.split()] for _, records, _ in _composites(out)]
+    assert outlined == [["tanh", "multiply"]]  # the constant group stays in @main
+
+
 def test_backward_ops_are_grouped_apart_from_forward_ones():
     w = _values((8, 8), 2)
     x = np.abs(_values((4, 8), 3)) + 0.5

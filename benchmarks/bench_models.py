@@ -30,8 +30,10 @@ just them; ``--skip-ported`` the CNN and transformer only; ``--resnet-batch N``,
 ``--resnet-width N`` and ``--gpt-layers N`` change their sizes; ``--small`` (run_all's) runs a
 width-16 ResNet-18 on 8 images and a 2-layer GPT. ``--passes PIPELINE`` adds a candidate to the CNN,
 ResNet-18 and GPT tables: hlotrace's step compiled with that pass pipeline (``<default>`` in it stands
-for the default pipeline, e.g. ``--passes '<default>,layout'``), from the same initial weights,
-its losses checked against the default pipeline's, timed interleaved with the others.
+for the common default, ``hlotrace.passes.DEFAULT_PIPELINE``, e.g. ``--passes '<default>,layout'``), from
+the same initial weights, its losses checked against the default pipeline's, timed interleaved with the
+others. The table's own hlotrace row runs xla_trace's default for the platform, which on the CPU already
+ends with ``layout``: there compare ``--passes '<default>'`` with it, or use ``--ahead``.
 
 ``--ahead`` (issue 38 item 4) runs :mod:`benchmarks.bench_ahead` instead: ResNet-18, the CNN,
 the GPT and bench_train's MLP, hlotrace with the default pipeline and with ``<default>,layout``

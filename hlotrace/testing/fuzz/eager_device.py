@@ -98,6 +98,7 @@ def check_eager_device(run, base, base_bad) -> None:
         bit_differences,
         disagreeing,
         first_diff,
+        mismatches_or_shape,
         only_subnormals,
     )
     from hlotrace.testing.fuzz.oracles import (
@@ -165,7 +166,27 @@ def check_eager_device(run, base, base_bad) -> None:
             continue
         diff = first_diff(actual, compiled, bad).replace(", eager ", ", compiled ")
         evidence = f"{diff} ({'bitwise' if exact else 'within the tolerance'} vs the compiled module)"
+        flushed = run.alternative[k]
         if exact and only_subnormals(actual, compiled, bad):
             run.add(XLA_DISAGREEMENT, ORACLE, k, f"{evidence}; only subnormals and zeros differ (XLA:CPU flushes)")
+        elif _flushing_explains(bad, actual, run.eager[k], flushed, run.tolerances[k], mismatches_or_shape):
+            # log(1.17e-38) - itself: NaN on the engine (the operand flushed to 0 at run time),
+            # 0 compiled (XLA folded the constant without flushing), 0 in NumPy.
+            run.add(
+                XLA_DISAGREEMENT,
+                ORACLE,
+                k,
+                f"{evidence}; the engine's value is eager's with subnormals flushed (XLA:CPU flushes them at "
+                "run time; the compiled module folded them as constants)",
+            )
         else:
             run.add(ENGINE_BUG, ORACLE, k, evidence)
+
+
+def _flushing_explains(bad, actual, eager, flushed, tolerance, mismatches_or_shape) -> bool:
+    """Whether every element in ``bad`` is eager's value on flushed subnormals (``flushed``)
+    where flushing is what changes eager's value."""
+    if flushed is None or np.shape(flushed) != np.shape(actual) or not bad.any():
+        return False
+    changed = mismatches_or_shape(eager, flushed, tolerance)
+    return not (bad & mismatches_or_shape(actual, flushed, tolerance)).any() and bool(changed[bad].all())

@@ -64,7 +64,7 @@ def resnet(argv, small: bool) -> Case:
     batch = int_option(argv, "--resnet-batch", 8 if small else 32)
     width = int_option(argv, "--resnet-width", 16 if small else 64)
     case = resnet_case(batch, width)
-    net, (twin, make_opt) = case.model, case.twin
+    net = case.model
     params = {k: p.numpy().copy() for k, p in net.named_parameters()}
     buffers = {k: b.numpy().copy() for k, b in net.named_buffers()}
     last = to_channels_last(params)
@@ -79,10 +79,23 @@ def resnet(argv, small: bool) -> Case:
         case.lr,
         [np.ascontiguousarray(images.transpose(0, 2, 3, 1)), labels],
     )
-    models = (net, twin)
-    return Case(
+    return _from_ported(
         "resnet",
         f"{case.title}, SGD",
+        case,
+        nhwc_call,
+        lambda: {**from_channels_last(nhwc_box["j"][0]), **_host(nhwc_box["j"][1])},
+    )
+
+
+def _from_ported(name: str, title: str, case, *nhwc) -> Case:
+    """The Case of a ported model's step (benchmarks.ported_steps' case) and its twin's;
+    ``nhwc``: the NHWC peer's call and its state in the user's layout, for the convnets."""
+    twin, make_opt = case.twin
+    models = (case.model, twin)
+    return Case(
+        name,
+        title,
         case.step,
         _hlotrace_kwargs(case.holder, models, (case.opt, make_opt(twin))),
         lambda i: _state_of(models[i]),
@@ -90,8 +103,7 @@ def resnet(argv, small: bool) -> Case:
         case.lr,
         case.jax_call,
         lambda: {**_host(case.jax_box["j"][0]), **_host(case.jax_box["j"][1])},
-        nhwc_call,
-        lambda: {**from_channels_last(nhwc_box["j"][0]), **_host(nhwc_box["j"][1])},
+        *nhwc,
     )
 
 
@@ -145,19 +157,7 @@ def gpt(argv, small: bool) -> Case:
     from benchmarks.ported_steps import gpt_case
 
     case = gpt_case(int_option(argv, "--gpt-layers", 2 if small else 4))
-    model, (twin, make_opt) = case.model, case.twin
-    models = (model, twin)
-    return Case(
-        "gpt",
-        f"{case.title}, AdamW",
-        case.step,
-        _hlotrace_kwargs(case.holder, models, (case.opt, make_opt(twin))),
-        lambda i: _state_of(models[i]),
-        case.batch,
-        case.lr,
-        case.jax_call,
-        lambda: {**_host(case.jax_box["j"][0]), **_host(case.jax_box["j"][1])},
-    )
+    return _from_ported("gpt", f"{case.title}, AdamW", case)
 
 
 def mlp(argv, small: bool) -> Case:

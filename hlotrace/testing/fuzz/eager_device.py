@@ -98,7 +98,6 @@ def check_eager_device(run, base, base_bad) -> None:
         bit_differences,
         disagreeing,
         first_diff,
-        mismatches_or_shape,
         only_subnormals,
     )
     from hlotrace.testing.fuzz.oracles import (
@@ -166,10 +165,9 @@ def check_eager_device(run, base, base_bad) -> None:
             continue
         diff = first_diff(actual, compiled, bad).replace(", eager ", ", compiled ")
         evidence = f"{diff} ({'bitwise' if exact else 'within the tolerance'} vs the compiled module)"
-        flushed = run.alternative[k]
         if exact and only_subnormals(actual, compiled, bad):
             run.add(XLA_DISAGREEMENT, ORACLE, k, f"{evidence}; only subnormals and zeros differ (XLA:CPU flushes)")
-        elif _flushing_explains(bad, actual, run.eager[k], flushed, run.tolerances[k], mismatches_or_shape):
+        elif _flushing_explains(run, k, bad, actual):
             # log(1.17e-38) - itself: NaN on the engine (the operand flushed to 0 at run time),
             # 0 compiled (XLA folded the constant without flushing), 0 in NumPy.
             run.add(
@@ -183,10 +181,13 @@ def check_eager_device(run, base, base_bad) -> None:
             run.add(ENGINE_BUG, ORACLE, k, evidence)
 
 
-def _flushing_explains(bad, actual, eager, flushed, tolerance, mismatches_or_shape) -> bool:
-    """Whether every element in ``bad`` is eager's value on flushed subnormals (``flushed``)
-    where flushing is what changes eager's value."""
-    if flushed is None or np.shape(flushed) != np.shape(actual) or not bad.any():
+def _flushing_explains(run, k: int, bad, actual) -> bool:
+    """Whether every element of output ``k`` in ``bad`` is eager's value on flushed subnormals
+    (``run.alternative``) where flushing is what changes eager's value."""
+    from hlotrace.testing.fuzz.compare import mismatches_or_shape  # lazy, as in check_eager_device
+
+    flushed, tolerance = run.alternative[k], run.tolerances[k]
+    if flushed is None or np.shape(flushed) != np.shape(actual):
         return False
-    changed = mismatches_or_shape(eager, flushed, tolerance)
+    changed = mismatches_or_shape(run.eager[k], flushed, tolerance)
     return not (bad & mismatches_or_shape(actual, flushed, tolerance)).any() and bool(changed[bad].all())

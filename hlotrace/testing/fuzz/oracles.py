@@ -210,7 +210,7 @@ class _Run:
     def ill_conditioned(self, k: int) -> np.ndarray:
         """Elements not determined by the program at its precision, so not checked: float
         ones that the table's per-op errors move by more than ILL_CONDITIONED x the output's
-        own tolerance; integer or bool ones that any nudge changes (argsort of a near tie, a
+        own tolerance, or to NaN; integer or bool ones that any nudge changes (argsort of a near tie, a
         comparison of near-equal values)."""
         expected = self.eager[k]
         if expected.size == 0:
@@ -225,9 +225,7 @@ class _Run:
         with np.errstate(all="ignore"):
             e = expected.astype(np.float64)
             moved = np.abs(np.asarray(self.perturbed[k], np.float64) - e)
-            # A nudge that takes a finite result to NaN pushed a value out of an op's domain
-            # (tanh 1 ulp below 1 nudged above it, then acos): not determined either.
-            moved = np.where(np.isnan(moved), np.inf, moved)
+            moved = np.where(np.isnan(moved), np.inf, moved)  # a nudge out of an op's domain (acos(1 + ulp))
             return np.isfinite(e) & (moved > ILL_CONDITIONED * (tolerance.atol + tolerance.rtol * np.abs(e)))
 
     @property

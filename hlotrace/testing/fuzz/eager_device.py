@@ -184,7 +184,7 @@ def check_eager_device(run, base, base_bad) -> None:
 def _flushing_explains(run, k: int, bad, actual) -> bool:
     """Whether every element of output ``k`` in ``bad`` is eager's value on flushed subnormals
     (``run.alternative``) where flushing is what changes eager's value."""
-    from hlotrace.testing.fuzz.compare import mismatches_or_shape  # lazy, as in check_eager_device
+    from hlotrace.testing.fuzz.compare import mismatches_or_shape  # lazy: loads testing.fuzz.compare (5 modules)
 
     flushed, tolerance = run.alternative[k], run.tolerances[k]
     if flushed is None or np.shape(flushed) != np.shape(actual):
